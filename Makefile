@@ -1,0 +1,52 @@
+# Run `make help` for the list of targets.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+CONFIG ?= examples/dev-config.yml
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## Show this help
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-12s %s\n", $$1, $$2}'
+
+$(BIN)/workqueue-service: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	@touch $@
+
+$(VENV)/.dev-installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $@
+
+.PHONY: install
+install: $(BIN)/workqueue-service ## Create .venv and install the service
+
+.PHONY: dev
+dev: $(VENV)/.dev-installed ## Create .venv with the development dependencies
+
+.PHONY: run
+run: install ## Install and run the service (embedded PostgreSQL unless DATABASE_URL is set)
+	WORKQUEUE_SERVICE_CONFIG=$${WORKQUEUE_SERVICE_CONFIG:-$(CONFIG)} $(BIN)/workqueue-service serve
+
+.PHONY: lint
+lint: dev ## ruff + mypy --strict
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/mypy
+
+.PHONY: test
+test: lint ## Install dev dependencies, lint, and run the whole test suite
+	$(BIN)/pytest -q
+
+.PHONY: bench
+bench: dev ## Engine benchmark (starts its own embedded PostgreSQL)
+	$(BIN)/python benchmarks/engine.py
+
+.PHONY: format
+format: dev ## Format the code
+	$(BIN)/ruff format src tests benchmarks
+	$(BIN)/ruff check --fix src tests benchmarks

@@ -1,0 +1,1 @@
+"""Database access: URLs, the embedded cluster, engines and migrations."""

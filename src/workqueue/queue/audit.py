@@ -1,0 +1,152 @@
+"""Audit trail: every entry is logged; with a bucket configured it is also archived.
+
+Archive objects are gzipped JSON under `YYYY/MM/DD/HH/MM/` keys (partitions for
+Athena-style queries) with `ContentEncoding: gzip` (DDR-17/28). Uploads run on
+a background thread so a slow object store never slows the processing loop,
+and nothing here ever raises into the caller: an audit failure is logged, the
+work goes on.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import queue
+import threading
+import uuid
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+logger = logging.getLogger("workqueue.audit")
+
+SYSTEM_ACTOR = "system"
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One thing that happened to an item (or to a request, for auth denials)."""
+
+    event_type: str  # phase_change, dimension_change, action_outcome, event_applied, ...
+    work_item_id: uuid.UUID | None = None
+    item_type: str | None = None
+    actor: str = SYSTEM_ACTOR
+    before: Mapping[str, Any] | None = None
+    after: Mapping[str, Any] | None = None
+    reason: str | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+    timestamp: datetime = field(default_factory=lambda: datetime.now(UTC))
+    entry_id: uuid.UUID = field(default_factory=uuid.uuid4)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), default=_json_default, sort_keys=True)
+
+
+class ObjectStore(Protocol):
+    """The slice of boto3's S3 client the archive uses."""
+
+    def put_object(self, **kwargs: Any) -> Any: ...
+
+
+class AuditLog:
+    """Writes audit entries to the log and, optionally, to an S3 bucket."""
+
+    def __init__(
+        self,
+        *,
+        object_store: ObjectStore | None = None,
+        bucket: str | None = None,
+        key_prefix: str = "",
+        max_queued: int = 10_000,
+    ) -> None:
+        self._store = object_store if bucket else None
+        self._bucket = bucket
+        self._key_prefix = key_prefix
+        self._queue: queue.Queue[AuditEntry | None] = queue.Queue(maxsize=max_queued)
+        self._uploader: threading.Thread | None = None
+        if self._store is not None:
+            self._uploader = threading.Thread(
+                target=self._upload_loop, name="audit-uploader", daemon=True
+            )
+            self._uploader.start()
+
+    def write(self, entry: AuditEntry) -> None:
+        """Record an entry. Never raises."""
+        try:
+            logger.info("audit %s", entry.to_json())
+            if self._store is not None:
+                self._queue.put_nowait(entry)
+        except queue.Full:
+            logger.warning(
+                "audit archive queue full; entry %s kept in the log only", entry.entry_id
+            )
+        except Exception:
+            logger.exception("could not write an audit entry")
+
+    def write_all(self, entries: list[AuditEntry]) -> None:
+        for entry in entries:
+            self.write(entry)
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until queued entries are uploaded; False if that took longer than `timeout`."""
+        if self._store is None:
+            return True
+        done = threading.Event()
+
+        def _wait() -> None:
+            self._queue.join()
+            done.set()
+
+        threading.Thread(target=_wait, daemon=True).start()
+        return done.wait(timeout)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Upload what is queued (up to `timeout`) and stop the uploader thread."""
+        if self._uploader is None:
+            return
+        self.flush(timeout)
+        try:
+            self._queue.put_nowait(None)
+        except queue.Full:
+            return
+        self._uploader.join(timeout)
+        self._uploader = None
+
+    def object_key(self, entry: AuditEntry) -> str:
+        moment = entry.timestamp.astimezone(UTC)
+        return f"{self._key_prefix}{moment:%Y/%m/%d/%H/%M}/{entry.entry_id}.json.gz"
+
+    def _upload_loop(self) -> None:
+        while True:
+            entry = self._queue.get()
+            try:
+                if entry is None:
+                    return
+                self._upload(entry)
+            finally:
+                self._queue.task_done()
+
+    def _upload(self, entry: AuditEntry) -> None:
+        assert self._store is not None  # noqa: S101 - the thread only runs with a store
+        try:
+            self._store.put_object(
+                Bucket=self._bucket,
+                Key=self.object_key(entry),
+                Body=gzip.compress(entry.to_json().encode()),
+                ContentType="application/json",
+                ContentEncoding="gzip",
+            )
+        except Exception as error:
+            # The message of a botocore error never carries credentials; the
+            # entry itself stays in the log.
+            logger.error(  # noqa: TRY400 - a traceback per failed upload is noise
+                "audit archive upload failed for %s: %s", entry.entry_id, error
+            )
+
+
+def _json_default(value: object) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)

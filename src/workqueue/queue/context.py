@@ -1,0 +1,108 @@
+"""What executors and event handlers get to work with."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from workqueue.queue import repository
+from workqueue.queue.audit import AuditEntry
+from workqueue.queue.dimensions import Dimensions, DimensionUpdate
+from workqueue.queue.models import DimensionStatus, Phase, WorkItem
+from workqueue.queue.registry import Action
+
+
+@dataclass
+class ExecutionContext:
+    """One action being executed for one claimed item.
+
+    Executors change state through `item`, `session` and the helpers here,
+    flush if they need database-generated values, and never commit or roll
+    back: the processing loop owns the transaction (and its lease fencing).
+    """
+
+    session: Session
+    item: WorkItem
+    action: Action
+    dimensions: Dimensions
+    now: datetime
+    audit_entries: list[AuditEntry] = field(default_factory=list)
+
+    def set_dimension(
+        self,
+        dimension: str,
+        status: DimensionStatus,
+        *,
+        variant: str = "",
+        pending_until: datetime | None = None,
+    ) -> None:
+        update = DimensionUpdate(dimension, status, variant, pending_until)
+        before = repository.upsert_dimension(self.session, self.item.id, update)
+        self.audit_entries.append(dimension_audit_entry(self.item, update, before))
+
+    def defer(self, dimension: str, delay: timedelta, *, variant: str = "") -> None:
+        """Re-evaluate `dimension` after `delay`; not a failure and costs no attempt."""
+        self.set_dimension(
+            dimension, DimensionStatus.TRUE, variant=variant, pending_until=self.now + delay
+        )
+
+    def set_phase(self, phase: Phase, reason: str) -> None:
+        """Move the item to another phase (DDR-15: executors apply state directly)."""
+        if self.item.phase == phase:
+            return
+        self.audit_entries.append(
+            AuditEntry(
+                event_type="phase_change",
+                work_item_id=self.item.id,
+                item_type=self.item.item_type,
+                before={"phase": str(self.item.phase)},
+                after={"phase": str(phase)},
+                reason=reason,
+                details={"action": self.action.name},
+            )
+        )
+        self.item.phase = phase
+
+    def audit(self, event_type: str, reason: str | None = None, **details: Any) -> None:
+        self.audit_entries.append(
+            AuditEntry(
+                event_type=event_type,
+                work_item_id=self.item.id,
+                item_type=self.item.item_type,
+                reason=reason,
+                details=details,
+            )
+        )
+
+
+@dataclass(frozen=True)
+class EventContext:
+    """One raw event offered to a type's handler. Handlers read; they never write."""
+
+    session: Session
+    item: WorkItem
+    dimensions: Dimensions
+    event_type: str
+    body: Mapping[str, Any]
+    received_at: datetime
+
+
+def dimension_audit_entry(
+    item: WorkItem, update: DimensionUpdate, before: Mapping[str, Any] | None
+) -> AuditEntry:
+    return AuditEntry(
+        event_type="dimension_change",
+        work_item_id=item.id,
+        item_type=item.item_type,
+        before=before,
+        after={
+            "dimension": update.dimension,
+            "variant": update.variant,
+            "status": str(update.status),
+            "pending_until": update.pending_until,
+        },
+    )

@@ -1,0 +1,179 @@
+"""Tables of the generic engine: work items, their dimensions, pending events.
+
+Per-type detail tables (`mr_details`, ...) subclass `WorkItem` with joined-table
+inheritance (DDR-7) and live in their type's package.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Phase(enum.StrEnum):
+    """Coarse lifecycle of an item (DDR-2). Only `active` accepts events (DDR-37)."""
+
+    ACTIVE = "active"  # being worked on, or waiting for an event or a deferral
+    COMPLETED = "completed"  # finished successfully
+    FAILED = "failed"  # gave up after max_attempts or a permanent error; retry reactivates
+    CANCELLED = "cancelled"  # stopped by a person or by the outside world; retry reactivates
+
+
+TERMINAL_PHASES = frozenset({Phase.COMPLETED, Phase.CANCELLED})
+"""Phases outside the idempotency-key uniqueness (DDR-39): a new generation may start."""
+
+
+class DimensionStatus(enum.StrEnum):
+    """Status of a `needs_*` dimension row (DDR-48)."""
+
+    TRUE = "true"  # the action this dimension triggers is needed
+    FALSE = "false"  # handled; nothing to do until something sets it again
+
+
+def _enum_by_value(enum_class: type[enum.StrEnum], name: str) -> sa.Enum:
+    # Stored as the member's value in a VARCHAR with a CHECK constraint: values
+    # read well in SQL and adding a member needs no ALTER TYPE.
+    return sa.Enum(
+        enum_class,
+        name=name,
+        native_enum=False,
+        create_constraint=True,
+        length=32,
+        values_callable=lambda members: [member.value for member in members],
+        validate_strings=True,
+    )
+
+
+def _utc_now_column() -> Mapped[datetime]:
+    return mapped_column(sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False)
+
+
+class WorkItem(Base):
+    """One unit of work of some `item_type`; polymorphic base of the detail tables."""
+
+    __tablename__ = "work_items"
+
+    id: Mapped[uuid.UUID] = mapped_column(
+        sa.Uuid, primary_key=True, server_default=sa.text("gen_random_uuid()")
+    )
+    item_type: Mapped[str] = mapped_column(sa.String(64), nullable=False)
+    phase: Mapped[Phase] = mapped_column(
+        _enum_by_value(Phase, "phase"), nullable=False, server_default=Phase.ACTIVE.value
+    )
+    # The persisted wake-up signal (DDR-49): true from the moment work is
+    # enqueued until the processing loop finds nothing left to do.
+    actionable: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, server_default=sa.false())
+    attempts: Mapped[int] = mapped_column(sa.Integer, nullable=False, server_default="0")
+    error: Mapped[str | None] = mapped_column(sa.Text)
+    leased_until: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True))
+    # Minted by every claim; outcome writes and heartbeats must present it.
+    lease_token: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True))
+    caller_identity: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    idempotency_key: Mapped[str | None] = mapped_column(sa.Text)
+    generation: Mapped[int] = mapped_column(sa.Integer, nullable=False, server_default="1")
+    last_event_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True))
+    created_at: Mapped[datetime] = _utc_now_column()
+    updated_at: Mapped[datetime] = _utc_now_column()
+
+    statuses: Mapped[list[WorkItemStatus]] = relationship(
+        back_populates="work_item",
+        cascade="all, delete-orphan",
+        passive_deletes=True,
+        lazy="raise",
+    )
+
+    __mapper_args__: dict[str, Any] = {
+        "polymorphic_on": "item_type",
+        "polymorphic_load": "selectin",
+    }
+
+    __table_args__ = (
+        # Claims and the due-time timer only ever look at actionable rows, so
+        # their cost follows the amount of due work, not the table size.
+        sa.Index(
+            "ix_work_items_actionable_due",
+            "item_type",
+            "next_attempt_at",
+            postgresql_where=sa.text("actionable"),
+        ),
+        # Expired-lease recovery scans only leased rows.
+        sa.Index(
+            "ix_work_items_leased_until",
+            "leased_until",
+            postgresql_where=sa.text("leased_until IS NOT NULL"),
+        ),
+        # DDR-39: at most one non-terminal item per idempotency key.
+        sa.Index(
+            "uq_work_items_idempotency_key_live",
+            "idempotency_key",
+            unique=True,
+            postgresql_where=sa.text("phase NOT IN ('completed', 'cancelled')"),
+        ),
+        sa.Index("ix_work_items_item_type_phase", "item_type", "phase"),
+        sa.CheckConstraint("attempts >= 0", name="attempts_not_negative"),
+        sa.CheckConstraint("generation >= 1", name="generation_positive"),
+    )
+
+
+class WorkItemStatus(Base):
+    """One `needs_*` dimension of an item, per variant (DDR-3/45/48)."""
+
+    __tablename__ = "work_item_statuses"
+
+    work_item_id: Mapped[uuid.UUID] = mapped_column(
+        sa.ForeignKey("work_items.id", ondelete="CASCADE"), primary_key=True
+    )
+    dimension: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    variant: Mapped[str] = mapped_column(sa.String(255), primary_key=True, server_default="")
+    status: Mapped[DimensionStatus] = mapped_column(
+        _enum_by_value(DimensionStatus, "dimension_status"), nullable=False
+    )
+    # While in the future the dimension reads as "false"; once due it reads as
+    # its status again and the item is woken (DDR-48).
+    pending_until: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True))
+    updated_at: Mapped[datetime] = _utc_now_column()
+
+    work_item: Mapped[WorkItem] = relationship(back_populates="statuses", lazy="raise")
+
+    __table_args__ = (
+        sa.Index(
+            "ix_work_item_statuses_pending_until",
+            "pending_until",
+            postgresql_where=sa.text("pending_until IS NOT NULL"),
+        ),
+    )
+
+
+class PendingEvent(Base):
+    """A raw event waiting to be interpreted by its item's processing loop (DDR-30/33)."""
+
+    __tablename__ = "pending_events"
+
+    id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(), primary_key=True)
+    work_item_id: Mapped[uuid.UUID] = mapped_column(
+        sa.ForeignKey("work_items.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    event_type: Mapped[str] = mapped_column(sa.String(64), nullable=False)
+    body: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False)
+    # Delivery identity (webhook UUID, SQS message id) + item: a redelivery is a no-op.
+    dedupe_key: Mapped[str | None] = mapped_column(sa.Text, unique=True)
+    received_at: Mapped[datetime] = _utc_now_column()

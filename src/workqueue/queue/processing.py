@@ -1,0 +1,323 @@
+"""ProcessingManager: finds due items, claims them and runs them on a bounded pool.
+
+Threads:
+
+* the dispatcher claims work when something may be due: an in-process
+  `notify()`, a NOTIFY from another replica, the timer set to the earliest
+  backoff / deferral / lease expiry, a freed worker while a backlog exists,
+  or the slow safety sweep. Idle, it issues no SQL until the safety sweep;
+* the worker pool (DDR-41) runs `ItemLoop` for each claim;
+* the heartbeat extends the leases this process holds (fenced on tokens) and
+  tells workers whose lease was lost;
+* the listener (optional) turns NOTIFYs into local wake-ups.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Collection
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from workqueue.queue import repository
+from workqueue.queue.audit import AuditLog
+from workqueue.queue.config import ProcessingConfig
+from workqueue.queue.item_loop import CONNECTION_ERRORS, ClaimOutcome, ItemLoop
+from workqueue.queue.listener import WakeListener
+from workqueue.queue.registry import TypeRegistry
+
+logger = logging.getLogger(__name__)
+
+# How many claims may wait for a free worker, as a multiple of the pool size:
+# a little prefetch lets one claim transaction feed several workers.
+PREFETCH_FACTOR = 2
+# When something is due but could not be claimed (a row locked for a moment
+# by another transaction), look again after this long rather than spinning.
+RETRY_DUE_SECONDS = 0.25
+
+
+@dataclass
+class _DispatchPlan:
+    """What one dispatcher round should do, decided under the manager's lock."""
+
+    free: int
+    sweep: bool
+    timer_fired: bool
+    claim_any: bool = False
+    requested: set[uuid.UUID] = field(default_factory=set)
+
+
+class ProcessingManager:
+    """Runs the engine for the item types this replica handles (DDR-25)."""
+
+    def __init__(
+        self,
+        *,
+        sessions: sessionmaker[Session],
+        registry: TypeRegistry,
+        config: ProcessingConfig,
+        handled_types: Collection[str],
+        audit: AuditLog | None = None,
+        listen_conninfo: str | None = None,
+    ) -> None:
+        unknown = set(handled_types) - registry.item_types
+        if unknown:
+            raise ValueError(f"handled_types names unregistered item types: {sorted(unknown)}")
+        self.item_types = frozenset(handled_types)
+        self._sessions = sessions
+        self._config = config
+        self._loop = ItemLoop(
+            sessions=sessions, registry=registry, config=config, audit=audit or AuditLog()
+        )
+        self._capacity = config.workers * PREFETCH_FACTOR
+        self._pool = ThreadPoolExecutor(config.workers, thread_name_prefix="workqueue-item")
+
+        self._lock = threading.Lock()
+        self._held: dict[uuid.UUID, repository.Claim] = {}  # claimed: queued or running
+        self._lost: set[uuid.UUID] = set()
+        self._requested: set[uuid.UUID] = set()  # woken, not yet tried
+        self._rerun: set[uuid.UUID] = set()  # woken while held: try again when released
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._heartbeat_stop = threading.Event()
+        self._sweep_at = 0.0  # monotonic; 0 = sweep at once (startup recovery, DDR-35)
+        self._due_at: float | None = None  # monotonic time of the earliest known due work
+        self._timer_stale = True
+        self._backlog = False
+
+        self._dispatcher = threading.Thread(
+            target=self._dispatch_forever, name="workqueue-dispatch", daemon=True
+        )
+        self._heartbeat = threading.Thread(
+            target=self._heartbeat_forever, name="workqueue-heartbeat", daemon=True
+        )
+        self._listener = (
+            WakeListener(listen_conninfo, on_wake=self._on_remote_wake, on_connected=self.sweep)
+            if listen_conninfo and self.item_types
+            else None
+        )
+
+    # -- public API ----------------------------------------------------------
+
+    def start(self) -> None:
+        if not self.item_types:
+            logger.warning("handled_types is empty: this replica processes no items")
+            return
+        self._dispatcher.start()
+        self._heartbeat.start()
+        if self._listener is not None:
+            self._listener.start()
+        logger.info(
+            "processing %s with %d workers",
+            ", ".join(sorted(self.item_types)),
+            self._config.workers,
+        )
+
+    def notify(self, item_id: uuid.UUID) -> None:
+        """Ask for `item_id` to be looked at soon (after a commit that enqueued work)."""
+        with self._lock:
+            self._requested.add(item_id)
+        self._wake.set()
+
+    def sweep(self) -> None:
+        """Run the safety sweep at the next opportunity."""
+        with self._lock:
+            self._sweep_at = 0.0
+        self._wake.set()
+
+    @property
+    def held_count(self) -> int:
+        with self._lock:
+            return len(self._held)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop claiming, let running steps finish (up to `timeout`), release the leases."""
+        self._stopping.set()
+        self._wake.set()
+        if self._listener is not None:
+            self._listener.stop()
+        if self._dispatcher.is_alive():
+            self._dispatcher.join(timeout)
+        # Workers notice `_stopping` between steps and release their claims;
+        # queued claims start, see it at once and release too.
+        deadline = time.monotonic() + timeout
+        while self.held_count and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self._pool.shutdown(wait=False, cancel_futures=False)
+        self._heartbeat_stop.set()
+        if self._heartbeat.is_alive():
+            self._heartbeat.join(timeout)
+        if self.held_count:
+            logger.warning(
+                "%d items still running after %.0f s; their leases will expire",
+                self.held_count,
+                timeout,
+            )
+
+    # -- dispatcher ----------------------------------------------------------
+
+    def _dispatch_forever(self) -> None:
+        failure_delay = 0.0
+        while not self._stopping.is_set():
+            self._wake.wait(self._seconds_until_next_wake())
+            self._wake.clear()
+            if self._stopping.is_set():
+                return
+            try:
+                self._dispatch_once()
+                failure_delay = 0.0
+            except Exception as error:
+                failure_delay = min(max(failure_delay * 2, 0.5), 30.0)
+                if isinstance(error, CONNECTION_ERRORS):
+                    logger.warning(
+                        "database unavailable (%s); retrying in %.1f s", error, failure_delay
+                    )
+                else:
+                    logger.exception("dispatcher error; retrying in %.1f s", failure_delay)
+                # Whatever was missed while failing is found by a sweep.
+                with self._lock:
+                    self._sweep_at = 0.0
+                self._stopping.wait(failure_delay)
+
+    def _seconds_until_next_wake(self) -> float:
+        now = time.monotonic()
+        with self._lock:
+            at_capacity = len(self._held) >= self._capacity
+            if self._requested and not at_capacity:
+                return 0.0
+            wake_at = self._sweep_at
+            # At capacity, a finishing worker wakes us; due work can wait for it.
+            if self._due_at is not None and not at_capacity:
+                wake_at = min(wake_at, self._due_at)
+        return max(wake_at - now, 0.0)
+
+    def _dispatch_once(self) -> None:
+        plan = self._plan_dispatch()
+        if plan is None:
+            return
+        claims: list[repository.Claim] = []
+        with self._sessions() as session:
+            if plan.sweep:
+                repository.wake_items_with_events(session, self.item_types)
+            if plan.sweep or plan.timer_fired:
+                repository.wake_due_deferrals(session, self.item_types)
+                self._timer_stale = True
+            if plan.requested:
+                claims += self._claim(
+                    session, min(plan.free, len(plan.requested)), only_ids=plan.requested
+                )
+            if plan.claim_any and plan.free > len(claims):
+                limit = plan.free - len(claims)
+                general = self._claim(session, limit)
+                self._backlog = len(general) == limit
+                claims += general
+            session.commit()
+            with self._lock:
+                for claim in claims:
+                    self._held[claim.item_id] = claim
+            if self._timer_stale or plan.timer_fired:
+                self._timer_stale = False
+                self._due_at = self._due_time(session)
+        for claim in claims:
+            self._pool.submit(self._run_claim, claim)
+
+    def _plan_dispatch(self) -> _DispatchPlan | None:
+        now = time.monotonic()
+        with self._lock:
+            plan = _DispatchPlan(
+                free=self._capacity - len(self._held),
+                sweep=now >= self._sweep_at,
+                timer_fired=self._due_at is not None and now >= self._due_at,
+            )
+            plan.claim_any = plan.sweep or plan.timer_fired or (self._backlog and plan.free > 0)
+            if plan.free > 0:
+                plan.requested = self._requested - self._held.keys()
+                self._rerun |= self._requested & self._held.keys()
+                self._requested.clear()
+            if plan.sweep:
+                self._sweep_at = now + self._config.safety_sweep_seconds
+        if plan.free <= 0 and not plan.sweep and not self._timer_stale:
+            return None
+        return plan
+
+    def _claim(
+        self,
+        session: Session,
+        limit: int,
+        *,
+        only_ids: Collection[uuid.UUID] | None = None,
+    ) -> list[repository.Claim]:
+        return repository.claim_due_items(
+            session,
+            item_types=self.item_types,
+            limit=limit,
+            lease_seconds=self._config.lease_seconds,
+            only_ids=only_ids,
+        )
+
+    def _due_time(self, session: Session) -> float | None:
+        due = repository.next_due_time(session, self.item_types)
+        session.commit()
+        if due is None:
+            return None
+        delay = (due - repository.database_now(session)).total_seconds()
+        session.commit()
+        return time.monotonic() + max(delay, RETRY_DUE_SECONDS)
+
+    # -- workers ---------------------------------------------------------------
+
+    def _run_claim(self, claim: repository.Claim) -> None:
+        outcome = ClaimOutcome.RELEASED
+        try:
+            outcome = self._loop.run(
+                claim,
+                should_stop=self._stopping.is_set,
+                lease_lost=lambda: claim.item_id in self._lost,
+            )
+        except Exception:
+            logger.exception("unexpected error processing %s", claim.item_id)
+        finally:
+            with self._lock:
+                self._held.pop(claim.item_id, None)
+                self._lost.discard(claim.item_id)
+                if claim.item_id in self._rerun or (
+                    outcome is ClaimOutcome.RELEASED and not self._stopping.is_set()
+                ):
+                    # Woken while we held it, or out of time: look at it again.
+                    self._rerun.discard(claim.item_id)
+                    self._requested.add(claim.item_id)
+                self._timer_stale = True
+            self._wake.set()
+
+    # -- heartbeat ---------------------------------------------------------------
+
+    def _heartbeat_forever(self) -> None:
+        while not self._heartbeat_stop.wait(self._config.heartbeat_seconds):
+            with self._lock:
+                claims = list(self._held.values())
+            if not claims:
+                continue
+            try:
+                with self._sessions() as session:
+                    still_ours = repository.extend_leases(
+                        session, claims, self._config.lease_seconds
+                    )
+                    session.commit()
+            except Exception as error:
+                logger.warning("heartbeat failed: %s", error)
+                continue
+            with self._lock:
+                for claim in claims:
+                    # A claim released since the snapshot is not "lost".
+                    if claim.item_id not in still_ours and self._held.get(claim.item_id) is claim:
+                        logger.warning("lease on %s was taken over", claim.item_id)
+                        self._lost.add(claim.item_id)
+
+    def _on_remote_wake(self, item_type: str, item_id: uuid.UUID) -> None:
+        if item_type in self.item_types:
+            self.notify(item_id)

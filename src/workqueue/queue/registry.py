@@ -1,0 +1,119 @@
+"""The explicit registry through which item types plug into the engine (DDR-8).
+
+Built at startup (`build_registry(...)` in the application), never filled by
+import side effects; registering anything twice is an error.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from workqueue.queue.errors import DuplicateRegistrationError, UnknownItemTypeError
+from workqueue.queue.models import WorkItem
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from workqueue.queue.context import EventContext, ExecutionContext
+    from workqueue.queue.dimensions import Dimensions
+    from workqueue.queue.events import EventResult
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """What the decider wants done next: an executor name, and a variant for per-variant work."""
+
+    name: str
+    variant: str = ""
+
+
+_Value = TypeVar("_Value")
+
+Decider = Callable[[Any, "Dimensions"], Action | None]
+"""Pure function of the item (its columns and details) and its dimensions (DDR-4)."""
+
+Executor = Callable[["ExecutionContext"], None]
+"""Performs one action; changes state through the session and context; never commits."""
+
+EventHandler = Callable[["EventContext"], "EventResult | None"]
+"""Interprets one raw event for one item; read-only; its result is applied generically."""
+
+Resolver = Callable[["Session", Mapping[str, Any]], list[uuid.UUID]]
+"""Finds the active items an incoming event of some type concerns (DDR-32)."""
+
+
+@dataclass
+class ItemTypeRegistration:
+    """Everything the engine needs to process items of one type."""
+
+    item_type: str
+    model: type[WorkItem]
+    decider: Decider
+    executors: dict[str, Executor] = field(default_factory=dict)
+    event_handlers: dict[str, EventHandler] = field(default_factory=dict)
+    resolvers: dict[str, Resolver] = field(default_factory=dict)
+
+    def add_executor(self, action_name: str, executor: Executor) -> None:
+        _add_unique(self.executors, action_name, executor, f"executor for {self.item_type}")
+
+    def add_event_handler(self, event_type: str, handler: EventHandler) -> None:
+        _add_unique(self.event_handlers, event_type, handler, f"event handler for {self.item_type}")
+
+    def add_resolver(self, event_type: str, resolver: Resolver) -> None:
+        _add_unique(self.resolvers, event_type, resolver, f"resolver for {self.item_type}")
+
+    def executor(self, action_name: str) -> Executor:
+        try:
+            return self.executors[action_name]
+        except KeyError:
+            raise UnknownItemTypeError(
+                f"item type {self.item_type!r} has no executor {action_name!r}"
+            ) from None
+
+
+class TypeRegistry:
+    """Item types known to this process, keyed by `item_type`."""
+
+    def __init__(self) -> None:
+        self._types: dict[str, ItemTypeRegistration] = {}
+
+    def register(
+        self, item_type: str, *, model: type[WorkItem], decider: Decider
+    ) -> ItemTypeRegistration:
+        """Add a type; returns its registration to attach executors, handlers and resolvers."""
+        registration = ItemTypeRegistration(item_type=item_type, model=model, decider=decider)
+        _add_unique(self._types, item_type, registration, "item type")
+        return registration
+
+    def get(self, item_type: str) -> ItemTypeRegistration:
+        try:
+            return self._types[item_type]
+        except KeyError:
+            raise UnknownItemTypeError(f"no item type {item_type!r} is registered") from None
+
+    def __contains__(self, item_type: object) -> bool:
+        return item_type in self._types
+
+    def __iter__(self) -> Iterator[ItemTypeRegistration]:
+        return iter(self._types.values())
+
+    @property
+    def item_types(self) -> frozenset[str]:
+        return frozenset(self._types)
+
+    def resolvers_for(self, event_type: str) -> list[tuple[str, Resolver]]:
+        """(item_type, resolver) pairs of every type that routes this event type."""
+        return [
+            (registration.item_type, registration.resolvers[event_type])
+            for registration in self._types.values()
+            if event_type in registration.resolvers
+        ]
+
+
+def _add_unique(target: dict[str, _Value], key: str, value: _Value, what: str) -> None:
+    if key in target:
+        raise DuplicateRegistrationError(f"{what} {key!r} is already registered")
+    target[key] = value
