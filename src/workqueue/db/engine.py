@@ -8,12 +8,16 @@ from sqlalchemy.orm import Session, sessionmaker
 
 
 def build_engine(url: URL, *, pool_size: int = 10, application_name: str = "workqueue") -> Engine:
-    """A pooled engine; `pool_pre_ping` lets it recover from a database restart."""
+    """A pooled engine.
+
+    No `pool_pre_ping`: it would cost a round trip per transaction. After a
+    database restart the first statement on a stale connection fails, SQLAlchemy
+    invalidates the pool, and callers retry (the processing loop does).
+    """
     return create_engine(
         url,
         pool_size=pool_size,
         max_overflow=pool_size,
-        pool_pre_ping=True,
         pool_timeout=30,
         connect_args={"application_name": application_name, "connect_timeout": 10},
     )

@@ -75,7 +75,8 @@ class AuditLog:
     def write(self, entry: AuditEntry) -> None:
         """Record an entry. Never raises."""
         try:
-            logger.info("audit %s", entry.to_json())
+            if logger.isEnabledFor(logging.INFO):
+                logger.info("audit %s", entry.to_json())
             if self._store is not None:
                 self._queue.put_nowait(entry)
         except queue.Full:

@@ -31,6 +31,7 @@ class ExecutionContext:
     dimensions: Dimensions
     now: datetime
     audit_entries: list[AuditEntry] = field(default_factory=list)
+    dimension_updates: list[DimensionUpdate] = field(default_factory=list)
 
     def set_dimension(
         self,
@@ -40,9 +41,13 @@ class ExecutionContext:
         variant: str = "",
         pending_until: datetime | None = None,
     ) -> None:
+        """Write a dimension row. Executors change dimensions only through here:
+        the loop decides the next action from the dimensions it read plus these."""
         update = DimensionUpdate(dimension, status, variant, pending_until)
-        before = repository.upsert_dimension(self.session, self.item.id, update)
+        repository.upsert_dimension(self.session, self.item.id, update)
+        before = self.dimensions.with_updates(self.dimension_updates).state_of(dimension, variant)
         self.audit_entries.append(dimension_audit_entry(self.item, update, before))
+        self.dimension_updates.append(update)
 
     def defer(self, dimension: str, delay: timedelta, *, variant: str = "") -> None:
         """Re-evaluate `dimension` after `delay`; not a failure and costs no attempt."""

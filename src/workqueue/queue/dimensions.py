@@ -61,6 +61,22 @@ class Dimensions(Mapping[tuple[str, str], DimensionState]):
             if name == dimension and self.needs(name, variant)
         )
 
+    def with_updates(self, updates: Iterable[DimensionUpdate]) -> Dimensions:
+        """This view with `updates` applied (what the rows hold after they are written)."""
+        rows = dict(self._rows)
+        for update in updates:
+            rows[(update.dimension, update.variant)] = DimensionState(
+                update.dimension, update.variant, update.status, update.pending_until
+            )
+        return Dimensions(rows.values(), self.now)
+
+    def state_of(self, dimension: str, variant: str = "") -> dict[str, object] | None:
+        """The stored row as a plain dict (for audit), or None when there is no row."""
+        row = self._rows.get((dimension, variant))
+        if row is None:
+            return None
+        return {"status": str(row.status), "pending_until": row.pending_until}
+
     def __getitem__(self, key: tuple[str, str]) -> DimensionState:
         return self._rows[key]
 

@@ -40,6 +40,14 @@ class HandlerContractError(RuntimeError):
     """An event handler broke its read-only contract."""
 
 
+@dataclass
+class AppliedEvent:
+    """The audit entries to write after commit and the dimension rows the event wrote."""
+
+    audit: list[AuditEntry] = field(default_factory=list)
+    dimension_updates: list[DimensionUpdate] = field(default_factory=list)
+
+
 @dataclass(frozen=True)
 class RawEvent:
     event_type: str
@@ -53,18 +61,18 @@ def handle_event(
     item: WorkItem,
     event: RawEvent,
     dimensions: Dimensions,
-) -> list[AuditEntry]:
-    """Interpret and apply one event; returns the audit entries to write after commit."""
-    def ignored(reason: str) -> list[AuditEntry]:
-        return [
-            AuditEntry(
-                event_type="event_ignored",
-                work_item_id=item.id,
-                item_type=item.item_type,
-                reason=reason,
-                details={"event_type": event.event_type},
-            )
-        ]
+) -> AppliedEvent:
+    """Interpret and apply one event."""
+
+    def ignored(reason: str) -> AppliedEvent:
+        entry = AuditEntry(
+            event_type="event_ignored",
+            work_item_id=item.id,
+            item_type=item.item_type,
+            reason=reason,
+            details={"event_type": event.event_type},
+        )
+        return AppliedEvent([entry])
 
     if item.phase != Phase.ACTIVE:
         return ignored(f"item is {item.phase}")
@@ -81,12 +89,16 @@ def handle_event(
         )
     if result is None:
         return ignored("irrelevant to this item")
-    return _apply(session, item, event, result)
+    return _apply(session, item, event, result, dimensions)
 
 
 def _apply(
-    session: Session, item: WorkItem, event: RawEvent, result: EventResult
-) -> list[AuditEntry]:
+    session: Session,
+    item: WorkItem,
+    event: RawEvent,
+    result: EventResult,
+    dimensions: Dimensions,
+) -> AppliedEvent:
     entries: list[AuditEntry] = []
     stale = (
         result.event_ts is not None
@@ -122,8 +134,10 @@ def _apply(
             item.last_event_at = result.event_ts
     # Dimensions apply even when the phase part is stale (DDR-38).
     for update in result.dimensions:
-        before = repository.upsert_dimension(session, item.id, update)
+        repository.upsert_dimension(session, item.id, update)
+        before = dimensions.state_of(update.dimension, update.variant)
         entries.append(dimension_audit_entry(item, update, before))
+        dimensions = dimensions.with_updates([update])
     entries.append(
         AuditEntry(
             event_type="event_applied",
@@ -133,7 +147,7 @@ def _apply(
             details={"event_type": event.event_type, "stale": stale},
         )
     )
-    return entries
+    return AppliedEvent(entries, list(result.dimensions))
 
 
 def _apply_detail_updates(item: WorkItem, updates: Mapping[str, Any]) -> None:

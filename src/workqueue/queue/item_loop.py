@@ -44,6 +44,14 @@ class ClaimOutcome(enum.StrEnum):
     GONE = "gone"  # the item no longer exists
 
 
+@dataclass(frozen=True)
+class ClaimResult:
+    outcome: ClaimOutcome
+    # Seconds until something this claim scheduled (a backoff, a deferral)
+    # becomes due, so the manager can set its timer without a query.
+    wake_in_seconds: float | None = None
+
+
 class _StepResult(enum.Enum):
     CONTINUE = enum.auto()
     IDLE = enum.auto()
@@ -59,6 +67,11 @@ class _StepState:
     item_type: str = ""
     action: Action | None = None
     audit: list[AuditEntry] = field(default_factory=list)
+    wake_in_seconds: float | None = None
+
+    def wake_within(self, seconds: float) -> None:
+        if self.wake_in_seconds is None or seconds < self.wake_in_seconds:
+            self.wake_in_seconds = seconds
 
 
 class ItemLoop:
@@ -83,16 +96,19 @@ class ItemLoop:
         *,
         should_stop: Callable[[], bool],
         lease_lost: Callable[[], bool],
-    ) -> ClaimOutcome:
+    ) -> ClaimResult:
         deadline = time.monotonic() + self._config.item_deadline_seconds
         reconnect_delay = 0.2
+        wake_in: float | None = None
         while True:
             if lease_lost():
-                return ClaimOutcome.LOST
+                return ClaimResult(ClaimOutcome.LOST)
             if should_stop() or time.monotonic() >= deadline:
-                return self._release(claim)
+                return ClaimResult(self._release(claim), wake_in)
+            state = _StepState(item_type=claim.item_type)
+            started = time.monotonic()
             try:
-                result = self._step(claim)
+                result = self._step(claim, state)
             except CONNECTION_ERRORS as error:
                 # The database went away mid-step: nothing was committed. Keep
                 # the claim and try again until it is back or the deadline passes.
@@ -100,13 +116,17 @@ class ItemLoop:
                 time.sleep(reconnect_delay)
                 reconnect_delay = min(reconnect_delay * 2, 5.0)
                 continue
+            if state.wake_in_seconds is not None:
+                # Relative to this step's start; re-based to the claim's end below.
+                due = started + state.wake_in_seconds
+                wake_in = min(wake_in, due) if wake_in is not None else due
             if result is not _StepResult.CONTINUE:
-                return ClaimOutcome[result.name]
+                remaining = None if wake_in is None else max(wake_in - time.monotonic(), 0.0)
+                return ClaimResult(ClaimOutcome[result.name], remaining)
 
     # -- one step ----------------------------------------------------------
 
-    def _step(self, claim: repository.Claim) -> _StepResult:
-        state = _StepState(item_type=claim.item_type)
+    def _step(self, claim: repository.Claim, state: _StepState) -> _StepResult:
         with self._sessions() as session:
             try:
                 result = self._step_in_transaction(session, claim, state)
@@ -126,31 +146,22 @@ class ItemLoop:
     def _step_in_transaction(
         self, session: Session, claim: repository.Claim, state: _StepState
     ) -> _StepResult:
-        now = repository.database_now(session)
-        item = repository.load_item(session, claim.item_id)
-        if item is None:
+        registration = self._registry.get(claim.item_type)
+        snapshot = repository.load_for_step(session, registration.model, claim.item_id)
+        if snapshot is None:
             return _StepResult.GONE
+        item, now = snapshot.item, snapshot.now
         if item.lease_token != claim.lease_token:
             raise LeaseLostError(str(claim.item_id))
-        registration = self._registry.get(item.item_type)
-        dimensions = Dimensions(repository.load_dimensions(session, item.id), now)
+        seen_updated_at = item.updated_at
+        dimensions = Dimensions(snapshot.dimensions, now)
 
-        events = repository.pending_events(session, item.id)
-        for event in events:
-            state.audit += handle_event(
-                session,
-                registration,
-                item,
-                RawEvent(event.event_type, event.body, event.received_at),
-                dimensions,
-            )
-            session.flush()
-            dimensions = Dimensions(repository.load_dimensions(session, item.id), now)
-        repository.delete_events(session, [event.id for event in events])
+        if snapshot.has_events:
+            dimensions = self._drain_events(session, registration, item, dimensions, state)
 
         state.action = _decide(registration, item, dimensions)
         if state.action is not None:
-            self._execute(
+            dimensions = self._execute(
                 session,
                 registration=registration,
                 item=item,
@@ -158,29 +169,53 @@ class ItemLoop:
                 dimensions=dimensions,
                 now=now,
             )
+            if _decide(registration, item, dimensions) is not None:
+                return self._continue(session, claim, action_succeeded=True)
 
-        # Decide whether to go idle under the item's advisory lock (DDR-34):
-        # whoever enqueues work takes the same lock, so their work is either
-        # visible now or arrives after we commit and wakes the item again.
-        repository.lock_item(session, item.id)
-        if state.action is None and not events:
-            seen_updated_at = item.updated_at
-            check = repository.idle_check(session, item.id)
-            idle = check is not None and check == (seen_updated_at, False)
-        else:
-            session.refresh(item)
-            dimensions = Dimensions(repository.load_dimensions(session, item.id), now)
-            check = repository.idle_check(session, item.id)
-            idle = _decide(registration, item, dimensions) is None and not (check and check[1])
-        if not repository.finish_step(
+        # Going idle is decided under the item's advisory lock (DDR-34):
+        # enqueuers take the same lock, so their work is either visible to
+        # `go_idle` or lands after our commit and wakes the item again.
+        succeeded = state.action is not None
+        if repository.go_idle(
+            session, claim, seen_updated_at=seen_updated_at, action_succeeded=succeeded
+        ):
+            return _StepResult.IDLE
+        return self._continue(session, claim, action_succeeded=succeeded)
+
+    def _continue(
+        self, session: Session, claim: repository.Claim, *, action_succeeded: bool
+    ) -> _StepResult:
+        if not repository.continue_step(
             session,
             claim,
-            idle=idle,
-            action_succeeded=state.action is not None,
+            action_succeeded=action_succeeded,
             lease_seconds=self._config.lease_seconds,
         ):
             raise LeaseLostError(str(claim.item_id))
-        return _StepResult.IDLE if idle else _StepResult.CONTINUE
+        return _StepResult.CONTINUE
+
+    @staticmethod
+    def _drain_events(
+        session: Session,
+        registration: ItemTypeRegistration,
+        item: WorkItem,
+        dimensions: Dimensions,
+        state: _StepState,
+    ) -> Dimensions:
+        events = repository.pending_events(session, item.id)
+        for event in events:
+            applied = handle_event(
+                session,
+                registration,
+                item,
+                RawEvent(event.event_type, event.body, event.received_at),
+                dimensions,
+            )
+            state.audit += applied.audit
+            dimensions = dimensions.with_updates(applied.dimension_updates)
+        repository.delete_events(session, [event.id for event in events])
+        session.flush()
+        return dimensions
 
     @staticmethod
     def _execute(
@@ -191,7 +226,8 @@ class ItemLoop:
         state: _StepState,
         dimensions: Dimensions,
         now: datetime,
-    ) -> None:
+    ) -> Dimensions:
+        """Run the chosen action; returns the dimensions as the action left them."""
         assert state.action is not None  # noqa: S101 - caller checked
         executor = registration.executor(state.action.name)
         context = ExecutionContext(session, item, state.action, dimensions, now)
@@ -212,6 +248,10 @@ class ItemLoop:
                 },
             )
         )
+        for update in context.dimension_updates:
+            if update.pending_until is not None:
+                state.wake_within((update.pending_until - now).total_seconds())
+        return dimensions.with_updates(context.dimension_updates)
 
     # -- endings -------------------------------------------------------------
 
@@ -245,6 +285,8 @@ class ItemLoop:
             session.rollback()
             return _StepResult.LOST
         session.commit()
+        if outcome.retry_in_seconds is not None:
+            state.wake_within(outcome.retry_in_seconds)
         entries = [
             AuditEntry(
                 event_type="action_outcome",
@@ -255,7 +297,7 @@ class ItemLoop:
                 details={
                     "action": state.action.name if state.action else None,
                     "attempts": outcome.attempts,
-                    "next_attempt_at": outcome.next_attempt_at,
+                    "retry_in_seconds": outcome.retry_in_seconds,
                 },
             )
         ]

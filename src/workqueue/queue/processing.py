@@ -27,15 +27,16 @@ from sqlalchemy.orm import Session, sessionmaker
 from workqueue.queue import repository
 from workqueue.queue.audit import AuditLog
 from workqueue.queue.config import ProcessingConfig
-from workqueue.queue.item_loop import CONNECTION_ERRORS, ClaimOutcome, ItemLoop
+from workqueue.queue.item_loop import CONNECTION_ERRORS, ClaimOutcome, ClaimResult, ItemLoop
 from workqueue.queue.listener import WakeListener
 from workqueue.queue.registry import TypeRegistry
 
 logger = logging.getLogger(__name__)
 
-# How many claims may wait for a free worker, as a multiple of the pool size:
-# a little prefetch lets one claim transaction feed several workers.
-PREFETCH_FACTOR = 2
+# Claims may wait for a free worker: a little prefetch lets one claim
+# transaction feed several workers. Queued claims are heartbeated like
+# running ones, so prefetching never lets a lease lapse.
+MIN_PREFETCH = 8
 # When something is due but could not be claimed (a row locked for a moment
 # by another transaction), look again after this long rather than spinning.
 RETRY_DUE_SECONDS = 0.25
@@ -49,6 +50,7 @@ class _DispatchPlan:
     sweep: bool
     timer_fired: bool
     claim_any: bool = False
+    recompute_timer: bool = False
     requested: set[uuid.UUID] = field(default_factory=set)
 
 
@@ -74,11 +76,15 @@ class ProcessingManager:
         self._loop = ItemLoop(
             sessions=sessions, registry=registry, config=config, audit=audit or AuditLog()
         )
-        self._capacity = config.workers * PREFETCH_FACTOR
+        prefetch = max(config.workers, MIN_PREFETCH)
+        self._capacity = config.workers + prefetch
+        # Refill the prefetch queue in batches rather than one claim per finished item.
+        self._refill_batch = max(1, prefetch // 2)
         self._pool = ThreadPoolExecutor(config.workers, thread_name_prefix="workqueue-item")
 
         self._lock = threading.Lock()
         self._held: dict[uuid.UUID, repository.Claim] = {}  # claimed: queued or running
+        self._running = 0
         self._lost: set[uuid.UUID] = set()
         self._requested: set[uuid.UUID] = set()  # woken, not yet tried
         self._rerun: set[uuid.UUID] = set()  # woken while held: try again when released
@@ -182,6 +188,7 @@ class ProcessingManager:
                 # Whatever was missed while failing is found by a sweep.
                 with self._lock:
                     self._sweep_at = 0.0
+                    self._timer_stale = True
                 self._stopping.wait(failure_delay)
 
     def _seconds_until_next_wake(self) -> float:
@@ -206,7 +213,6 @@ class ProcessingManager:
                 repository.wake_items_with_events(session, self.item_types)
             if plan.sweep or plan.timer_fired:
                 repository.wake_due_deferrals(session, self.item_types)
-                self._timer_stale = True
             if plan.requested:
                 claims += self._claim(
                     session, min(plan.free, len(plan.requested)), only_ids=plan.requested
@@ -220,28 +226,41 @@ class ProcessingManager:
             with self._lock:
                 for claim in claims:
                     self._held[claim.item_id] = claim
-            if self._timer_stale or plan.timer_fired:
-                self._timer_stale = False
-                self._due_at = self._due_time(session)
+            if plan.recompute_timer:
+                seconds = repository.seconds_until_due(session, self.item_types)
+                session.commit()
+                with self._lock:
+                    self._due_at = (
+                        None
+                        if seconds is None
+                        else time.monotonic() + max(seconds, RETRY_DUE_SECONDS)
+                    )
         for claim in claims:
             self._pool.submit(self._run_claim, claim)
 
     def _plan_dispatch(self) -> _DispatchPlan | None:
         now = time.monotonic()
         with self._lock:
+            free = self._capacity - len(self._held)
+            queued = len(self._held) - self._running
             plan = _DispatchPlan(
-                free=self._capacity - len(self._held),
+                free=free,
                 sweep=now >= self._sweep_at,
                 timer_fired=self._due_at is not None and now >= self._due_at,
             )
-            plan.claim_any = plan.sweep or plan.timer_fired or (self._backlog and plan.free > 0)
-            if plan.free > 0:
+            refill = self._backlog and (free >= self._refill_batch or queued == 0)
+            plan.claim_any = plan.sweep or plan.timer_fired or (refill and free > 0)
+            plan.recompute_timer = plan.sweep or plan.timer_fired or self._timer_stale
+            self._timer_stale = False
+            if plan.timer_fired:
+                self._due_at = None
+            if free > 0:
                 plan.requested = self._requested - self._held.keys()
                 self._rerun |= self._requested & self._held.keys()
                 self._requested.clear()
             if plan.sweep:
                 self._sweep_at = now + self._config.safety_sweep_seconds
-        if plan.free <= 0 and not plan.sweep and not self._timer_stale:
+        if not (plan.claim_any or plan.requested or plan.recompute_timer):
             return None
         return plan
 
@@ -252,6 +271,8 @@ class ProcessingManager:
         *,
         only_ids: Collection[uuid.UUID] | None = None,
     ) -> list[repository.Claim]:
+        if limit <= 0:
+            return []
         return repository.claim_due_items(
             session,
             item_types=self.item_types,
@@ -260,21 +281,14 @@ class ProcessingManager:
             only_ids=only_ids,
         )
 
-    def _due_time(self, session: Session) -> float | None:
-        due = repository.next_due_time(session, self.item_types)
-        session.commit()
-        if due is None:
-            return None
-        delay = (due - repository.database_now(session)).total_seconds()
-        session.commit()
-        return time.monotonic() + max(delay, RETRY_DUE_SECONDS)
-
     # -- workers ---------------------------------------------------------------
 
     def _run_claim(self, claim: repository.Claim) -> None:
-        outcome = ClaimOutcome.RELEASED
+        with self._lock:
+            self._running += 1
+        result = ClaimResult(ClaimOutcome.RELEASED)
         try:
-            outcome = self._loop.run(
+            result = self._loop.run(
                 claim,
                 should_stop=self._stopping.is_set,
                 lease_lost=lambda: claim.item_id in self._lost,
@@ -282,17 +296,23 @@ class ProcessingManager:
         except Exception:
             logger.exception("unexpected error processing %s", claim.item_id)
         finally:
-            with self._lock:
-                self._held.pop(claim.item_id, None)
-                self._lost.discard(claim.item_id)
-                if claim.item_id in self._rerun or (
-                    outcome is ClaimOutcome.RELEASED and not self._stopping.is_set()
-                ):
-                    # Woken while we held it, or out of time: look at it again.
-                    self._rerun.discard(claim.item_id)
-                    self._requested.add(claim.item_id)
-                self._timer_stale = True
-            self._wake.set()
+            self._claim_finished(claim, result)
+
+    def _claim_finished(self, claim: repository.Claim, result: ClaimResult) -> None:
+        with self._lock:
+            self._running -= 1
+            self._held.pop(claim.item_id, None)
+            self._lost.discard(claim.item_id)
+            if claim.item_id in self._rerun or (
+                result.outcome is ClaimOutcome.RELEASED and not self._stopping.is_set()
+            ):
+                # Woken while we held it, or out of time: look at it again.
+                self._rerun.discard(claim.item_id)
+                self._requested.add(claim.item_id)
+            if result.wake_in_seconds is not None:
+                due = time.monotonic() + max(result.wake_in_seconds, 0.0)
+                self._due_at = due if self._due_at is None else min(self._due_at, due)
+        self._wake.set()
 
     # -- heartbeat ---------------------------------------------------------------
 

@@ -14,12 +14,14 @@ Conventions:
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import psycopg
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
@@ -50,7 +52,7 @@ class Claim:
 class FailureOutcome:
     attempts: int
     phase: Phase
-    next_attempt_at: datetime | None
+    retry_in_seconds: float | None  # None when the item failed for good
 
 
 def advisory_lock_key(item_id: uuid.UUID) -> int:
@@ -59,14 +61,26 @@ def advisory_lock_key(item_id: uuid.UUID) -> int:
 
 
 def lock_item(session: Session, item_id: uuid.UUID) -> None:
-    session.execute(
-        sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": advisory_lock_key(item_id)}
-    )
+    """Take the item's transaction-scoped advisory lock (held until commit or rollback)."""
+    _driver(session).execute("SELECT pg_advisory_xact_lock(%s)", (advisory_lock_key(item_id),))
 
 
 def database_now(session: Session) -> datetime:
     now: datetime = session.execute(sa.text("SELECT now()")).scalar_one()
     return now
+
+
+def _driver(session: Session) -> psycopg.Connection[Any]:
+    """The psycopg connection under the session's transaction.
+
+    The engine's per-step statements go straight to the driver: SQLAlchemy's
+    per-statement overhead is several times the cost of these statements, and
+    under the GIL that overhead is what limits throughput.
+    """
+    connection = session.connection().connection.driver_connection
+    if not isinstance(connection, psycopg.Connection):  # pragma: no cover - engine is psycopg
+        raise TypeError("the workqueue engine needs the psycopg driver")
+    return connection
 
 
 # -- enqueueing work ----------------------------------------------------------
@@ -185,43 +199,33 @@ def extend_leases(
     return {row.id for row in rows}
 
 
-def finish_step(
-    session: Session,
-    claim: Claim,
-    *,
-    idle: bool,
-    action_succeeded: bool,
-    lease_seconds: float,
+def continue_step(
+    session: Session, claim: Claim, *, action_succeeded: bool, lease_seconds: float
 ) -> bool:
-    """Write the outcome of one processing step, fenced on the lease token.
+    """Record a step after which more work remains: extend the lease, fenced on its token.
 
-    `idle` ends the claim: the item is no longer actionable and its lease is
-    released. Otherwise the lease is extended for the next step. Returns False
-    when the lease is no longer ours, in which case nothing may be committed.
+    Returns False when the lease is no longer ours; nothing may then be committed.
     """
-    result = session.execute(
-        sa.text(
+    row = (
+        _driver(session)
+        .execute(
             "UPDATE work_items SET "
-            "  actionable = CASE WHEN :idle THEN false ELSE actionable END, "
-            "  leased_until = CASE WHEN :idle THEN NULL "
-            "                 ELSE now() + make_interval(secs => :lease_seconds) END, "
-            "  lease_token = CASE WHEN :idle THEN NULL ELSE lease_token END, "
-            "  attempts = CASE WHEN :succeeded THEN 0 ELSE attempts END, "
-            "  error = CASE WHEN :succeeded THEN NULL ELSE error END, "
-            "  next_attempt_at = CASE WHEN :succeeded THEN NULL ELSE next_attempt_at END, "
-            "  updated_at = CASE WHEN :succeeded OR :idle THEN now() ELSE updated_at END "
-            "WHERE id = :id AND lease_token = :token "
-            "RETURNING id"
-        ),
-        {
-            "idle": idle,
-            "succeeded": action_succeeded,
-            "lease_seconds": lease_seconds,
-            "id": claim.item_id,
-            "token": claim.lease_token,
-        },
-    ).first()
-    return result is not None
+            "  leased_until = now() + make_interval(secs => %(lease_seconds)s), "
+            "  attempts = CASE WHEN %(succeeded)s THEN 0 ELSE attempts END, "
+            "  error = CASE WHEN %(succeeded)s THEN NULL ELSE error END, "
+            "  next_attempt_at = CASE WHEN %(succeeded)s THEN NULL ELSE next_attempt_at END "
+            "WHERE id = %(id)s AND lease_token = %(token)s "
+            "RETURNING id",
+            {
+                "succeeded": action_succeeded,
+                "lease_seconds": lease_seconds,
+                "id": claim.item_id,
+                "token": claim.lease_token,
+            },
+        )
+        .fetchone()
+    )
+    return row is not None
 
 
 def release_lease(session: Session, claim: Claim) -> bool:
@@ -264,7 +268,8 @@ def record_failure(
             "      :backoff_initial * power(2, attempts), :backoff_max)) END, "
             "  leased_until = NULL, lease_token = NULL, updated_at = now() "
             "WHERE id = :id AND lease_token = :token "
-            "RETURNING attempts, phase, next_attempt_at"
+            "RETURNING attempts, phase, "
+            "  extract(epoch FROM next_attempt_at - now())::float AS retry_in_seconds"
         ),
         {
             "error": error,
@@ -278,14 +283,69 @@ def record_failure(
     ).first()
     if row is None:
         return None
-    return FailureOutcome(row.attempts, Phase(row.phase), row.next_attempt_at)
+    return FailureOutcome(row.attempts, Phase(row.phase), row.retry_in_seconds)
 
 
 # -- reading one item's state -------------------------------------------------
 
 
-def load_item(session: Session, item_id: uuid.UUID) -> WorkItem | None:
-    return session.get(WorkItem, item_id, populate_existing=True)
+@dataclass(frozen=True, slots=True)
+class StepSnapshot:
+    """Everything a processing step reads up front, fetched in one round trip."""
+
+    item: WorkItem
+    now: datetime
+    dimensions: list[DimensionState]
+    has_events: bool
+
+
+def load_for_step(
+    session: Session, model: type[WorkItem], item_id: uuid.UUID
+) -> StepSnapshot | None:
+    """The item (with its detail columns), the database clock, dimensions and an events flag."""
+    row = session.execute(
+        _step_snapshot_query(model),
+        {"item_id": item_id},
+        execution_options={"populate_existing": True},
+    ).first()
+    if row is None:
+        return None
+    dimensions = [
+        DimensionState(
+            dimension,
+            variant,
+            DimensionStatus(status),
+            datetime.fromisoformat(pending_until) if pending_until else None,
+        )
+        for dimension, variant, status, pending_until in row[3]
+    ]
+    return StepSnapshot(item=row[0], now=row[1], dimensions=dimensions, has_events=row[2])
+
+
+@functools.cache
+def _step_snapshot_query(model: type[WorkItem]) -> sa.Select[Any]:
+    # Built once per model: constructing the statement costs more than running it.
+    dimension_rows = (
+        sa.select(
+            sa.func.coalesce(
+                sa.func.json_agg(
+                    sa.func.json_build_array(
+                        WorkItemStatus.dimension,
+                        WorkItemStatus.variant,
+                        WorkItemStatus.status,
+                        WorkItemStatus.pending_until,
+                    )
+                ),
+                sa.text("'[]'::json"),
+            )
+        )
+        .where(WorkItemStatus.work_item_id == model.id)
+        .scalar_subquery()
+    )
+    has_events = sa.exists().where(PendingEvent.work_item_id == model.id)
+    return sa.select(model, sa.func.now(), has_events, dimension_rows).where(
+        model.id == sa.bindparam("item_id")
+    )
 
 
 def load_dimensions(session: Session, item_id: uuid.UUID) -> list[DimensionState]:
@@ -300,37 +360,20 @@ def load_dimensions(session: Session, item_id: uuid.UUID) -> list[DimensionState
     return [DimensionState(row[0], row[1], DimensionStatus(row[2]), row[3]) for row in rows]
 
 
-def upsert_dimension(
-    session: Session, item_id: uuid.UUID, update: DimensionUpdate
-) -> dict[str, Any] | None:
-    """Set one dimension row; returns its previous state (None if there was no row)."""
-    previous = session.execute(
-        sa.select(WorkItemStatus.status, WorkItemStatus.pending_until).where(
-            WorkItemStatus.work_item_id == item_id,
-            WorkItemStatus.dimension == update.dimension,
-            WorkItemStatus.variant == update.variant,
-        )
-    ).first()
-    statement = insert(WorkItemStatus).values(
-        work_item_id=item_id,
-        dimension=update.dimension,
-        variant=update.variant,
-        status=update.status,
-        pending_until=update.pending_until,
+_UPSERT_DIMENSION = (
+    "INSERT INTO work_item_statuses (work_item_id, dimension, variant, status, pending_until) "
+    "VALUES (%s, %s, %s, %s, %s) "
+    "ON CONFLICT (work_item_id, dimension, variant) DO UPDATE SET "
+    "  status = excluded.status, pending_until = excluded.pending_until, updated_at = now()"
+)
+
+
+def upsert_dimension(session: Session, item_id: uuid.UUID, update: DimensionUpdate) -> None:
+    """Insert or overwrite one dimension row."""
+    _driver(session).execute(
+        _UPSERT_DIMENSION,
+        (item_id, update.dimension, update.variant, update.status.value, update.pending_until),
     )
-    session.execute(
-        statement.on_conflict_do_update(
-            index_elements=["work_item_id", "dimension", "variant"],
-            set_={
-                "status": statement.excluded.status,
-                "pending_until": statement.excluded.pending_until,
-                "updated_at": sa.func.now(),
-            },
-        )
-    )
-    if previous is None:
-        return None
-    return {"status": str(previous.status), "pending_until": previous.pending_until}
 
 
 def pending_events(session: Session, item_id: uuid.UUID) -> list[PendingEvent]:
@@ -348,16 +391,30 @@ def delete_events(session: Session, event_ids: Sequence[int]) -> None:
         session.execute(sa.delete(PendingEvent).where(PendingEvent.id.in_(event_ids)))
 
 
-def idle_check(session: Session, item_id: uuid.UUID) -> tuple[datetime, bool] | None:
-    """`updated_at` and whether events are waiting; read under the item lock before idling."""
-    row = session.execute(
-        sa.text(
-            "SELECT updated_at, EXISTS (SELECT 1 FROM pending_events WHERE work_item_id = :id) "
-            "AS has_events FROM work_items WHERE id = :id"
-        ),
-        {"id": item_id},
-    ).first()
-    return None if row is None else (row.updated_at, row.has_events)
+def go_idle(
+    session: Session,
+    claim: Claim,
+    *,
+    seen_updated_at: datetime,
+    action_succeeded: bool,
+) -> bool:
+    """End the claim with the item idle — unless work arrived since the step read it.
+
+    One round trip to `workqueue_go_idle` (see migration 0001): it takes the
+    item's advisory lock, then clears `actionable` and the lease only if
+    `updated_at` is unchanged and no event waits. Enqueuers take that lock and
+    bump `updated_at`, so nothing enqueued concurrently is stranded (DDR-34).
+    False means "not idle": new work arrived, or the lease is gone.
+    """
+    row = (
+        _driver(session)
+        .execute(
+            "SELECT workqueue_go_idle(%s, %s, %s, %s)",
+            (claim.item_id, claim.lease_token, seen_updated_at, action_succeeded),
+        )
+        .fetchone()
+    )
+    return bool(row and row[0])
 
 
 # -- wake-ups: deferrals, recovery, the timer ----------------------------------
@@ -409,18 +466,19 @@ def wake_items_with_events(
     return woken
 
 
-def next_due_time(session: Session, item_types: Collection[str]) -> datetime | None:
-    """The earliest moment something becomes due: backoff, lease expiry or deferral."""
-    due: datetime | None = session.execute(
+def seconds_until_due(session: Session, item_types: Collection[str]) -> float | None:
+    """Seconds until the earliest backoff, lease expiry or deferral; None if nothing waits."""
+    seconds: float | None = session.execute(
         sa.text(
-            "SELECT least("
+            "SELECT extract(epoch FROM least("
             "  (SELECT min(coalesce(greatest(next_attempt_at, leased_until), now())) "
             "   FROM work_items WHERE actionable AND item_type = ANY(:item_types)), "
             "  (SELECT min(status.pending_until) FROM work_item_statuses AS status "
             "   JOIN work_items AS item ON item.id = status.work_item_id "
             "   WHERE status.pending_until IS NOT NULL AND item.phase = 'active' "
-            "     AND item.item_type = ANY(:item_types)))"
+            "     AND item.item_type = ANY(:item_types))"
+            ") - now())::float"
         ),
         {"item_types": list(item_types)},
     ).scalar_one()
-    return due
+    return seconds

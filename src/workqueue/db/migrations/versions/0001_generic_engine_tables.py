@@ -17,6 +17,40 @@ branch_labels = None
 depends_on = None
 
 
+# The per-item advisory lock key (DDR-34): the UUID's low 63 bits, identical to
+# `workqueue.queue.repository.advisory_lock_key`.
+ITEM_LOCK_KEY_FUNCTION = """
+CREATE FUNCTION workqueue_item_lock_key(item_id uuid) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT ('x' || right(replace(item_id::text, '-', ''), 16))::bit(64)::bigint
+           & 9223372036854775807
+$$
+"""
+
+# Ends a claim with the item idle, unless work arrived since the step read it.
+# Lock first, then look: each statement of a VOLATILE plpgsql function takes a
+# fresh snapshot, so the UPDATE sees everything committed before the lock was
+# granted. Enqueuers take the same lock and bump updated_at.
+GO_IDLE_FUNCTION = """
+CREATE FUNCTION workqueue_go_idle(
+    item_id uuid, token uuid, seen_updated_at timestamptz, action_succeeded boolean
+) RETURNS boolean
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(workqueue_item_lock_key(item_id));
+    UPDATE work_items SET
+        actionable = false, leased_until = NULL, lease_token = NULL, updated_at = now(),
+        attempts = CASE WHEN action_succeeded THEN 0 ELSE attempts END,
+        error = CASE WHEN action_succeeded THEN NULL ELSE error END,
+        next_attempt_at = CASE WHEN action_succeeded THEN NULL ELSE next_attempt_at END
+    WHERE id = item_id AND lease_token = token AND updated_at = seen_updated_at
+      AND NOT EXISTS (SELECT 1 FROM pending_events WHERE work_item_id = item_id);
+    RETURN FOUND;
+END
+$$
+"""
+
+
 def upgrade() -> None:
     op.create_table(
         "work_items",
@@ -153,9 +187,13 @@ def upgrade() -> None:
         unique=False,
         postgresql_where=sa.text("pending_until IS NOT NULL"),
     )
+    op.execute(ITEM_LOCK_KEY_FUNCTION)
+    op.execute(GO_IDLE_FUNCTION)
 
 
 def downgrade() -> None:
+    op.execute("DROP FUNCTION workqueue_go_idle(uuid, uuid, timestamptz, boolean)")
+    op.execute("DROP FUNCTION workqueue_item_lock_key(uuid)")
     op.drop_index(
         "ix_work_item_statuses_pending_until",
         table_name="work_item_statuses",

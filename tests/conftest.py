@@ -1,0 +1,129 @@
+"""Shared fixtures: one throwaway PostgreSQL cluster per test session.
+
+The cluster runs with durability switched off (fsync, synchronous_commit,
+full_page_writes) — fine for data that dies with the session, never for the
+service. The schema is migrated once into a template database; each test that
+needs storage gets a fresh copy (`CREATE DATABASE ... TEMPLATE`), dropped after.
+Set TEST_DATABASE_URL to use an external server instead of starting one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+from sqlalchemy.engine import URL, Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from workqueue.db.embedded import EmbeddedPostgres
+from workqueue.db.engine import build_engine, build_sessions
+from workqueue.db.migrate import upgrade_to_head
+from workqueue.db.url import libpq_conninfo, normalize_database_url
+
+sys.path.insert(0, str(Path(__file__).parent / "support"))
+
+from sample_type import create_support_tables  # noqa: E402 - needs the path above
+
+TEMPLATE_DATABASE = "workqueue_test_template"
+TEST_SERVER_SETTINGS = {
+    "fsync": "off",
+    "synchronous_commit": "off",
+    "full_page_writes": "off",
+    "max_connections": "300",
+}
+
+
+@pytest.fixture(scope="session")
+def server_url() -> Iterator[URL]:
+    """URL of the `postgres` database of the session's cluster."""
+    external = os.environ.get("TEST_DATABASE_URL")
+    if external:
+        yield normalize_database_url(external).set(database="postgres")
+        return
+    directory = Path(tempfile.mkdtemp(prefix="workqueue-test-pg-"))
+    cluster = EmbeddedPostgres(directory, database="postgres", server_settings=TEST_SERVER_SETTINGS)
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop(mode="immediate")
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _admin(server_url: URL) -> psycopg.Connection[tuple[object, ...]]:
+    return psycopg.connect(libpq_conninfo(server_url), autocommit=True)
+
+
+@pytest.fixture(scope="session")
+def template_url(server_url: URL) -> URL:
+    with _admin(server_url) as connection:
+        connection.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(TEMPLATE_DATABASE)
+            )
+        )
+        connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(TEMPLATE_DATABASE)))
+    url = server_url.set(database=TEMPLATE_DATABASE)
+    engine = build_engine(url, pool_size=1)
+    try:
+        upgrade_to_head(engine)
+        create_support_tables(engine)
+    finally:
+        engine.dispose()
+    return url
+
+
+def create_database_from(server_url: URL, template: str) -> URL:
+    name = f"workqueue_test_{uuid.uuid4().hex[:12]}"
+    with _admin(server_url) as connection:
+        connection.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {} STRATEGY FILE_COPY").format(
+                sql.Identifier(name), sql.Identifier(template)
+            )
+        )
+    return server_url.set(database=name)
+
+
+def drop_database(server_url: URL, url: URL) -> None:
+    with _admin(server_url) as connection:
+        connection.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(url.database or "")
+            )
+        )
+
+
+@pytest.fixture
+def database_url(server_url: URL, template_url: URL) -> Iterator[URL]:
+    """A fresh, fully migrated database for one test."""
+    url = create_database_from(server_url, template_url.database or TEMPLATE_DATABASE)
+    try:
+        yield url
+    finally:
+        drop_database(server_url, url)
+
+
+@pytest.fixture
+def engine(database_url: URL) -> Iterator[Engine]:
+    engine = build_engine(database_url, pool_size=20)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture
+def sessions(engine: Engine) -> sessionmaker[Session]:
+    return build_sessions(engine)
+
+
+@pytest.fixture
+def conninfo(database_url: URL) -> str:
+    return libpq_conninfo(database_url)

@@ -1,0 +1,149 @@
+"""Pending events: drained by the item's own loop and applied by the generic layer."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import sqlalchemy as sa
+from harness import dimension_rows, item_row, running_manager, settled, wait_until
+from sample_type import Behaviour, build_registry, create_item
+
+from workqueue.queue import repository
+from workqueue.queue.audit import AuditEntry, AuditLog
+from workqueue.queue.models import Phase
+
+
+class RecordingAudit(AuditLog):
+    def __init__(self) -> None:
+        super().__init__()
+        self.entries: list[AuditEntry] = []
+
+    def write(self, entry: AuditEntry) -> None:
+        self.entries.append(entry)
+
+
+def _insert_event(sessions, item_id, body, dedupe_key=None) -> bool:
+    with sessions() as session:
+        inserted = repository.insert_pending_event(
+            session,
+            item_id=item_id,
+            item_type="sample",
+            event_type="poke",
+            body=body,
+            dedupe_key=dedupe_key,
+        )
+        session.commit()
+    return inserted
+
+
+def _idle_item(sessions, manager) -> object:
+    with sessions() as session:
+        item_id = create_item(session, [])
+        session.commit()
+    manager.notify(item_id)
+    wait_until(lambda: settled(sessions), what="the new item to go idle")
+    return item_id
+
+
+def test_event_sets_a_dimension_and_the_decider_acts_on_it(sessions, conninfo):
+    behaviour = Behaviour()
+    with running_manager(sessions, build_registry(behaviour), conninfo=conninfo) as manager:
+        item_id = _idle_item(sessions, manager)
+        assert _insert_event(sessions, item_id, {"steps": ["x"]})
+        # No in-process notify: the NOTIFY sent by the insert wakes the manager.
+        wait_until(lambda: behaviour.calls[(item_id, "x")] == 1, what="the step")
+        wait_until(lambda: settled(sessions), what="settle")
+    assert dimension_rows(sessions, item_id)["x"].status == "false"
+
+
+def test_duplicate_delivery_is_stored_once(sessions):
+    with sessions() as session:
+        item_id = create_item(session, [], notify=False)
+        session.commit()
+    assert _insert_event(sessions, item_id, {"steps": ["x"]}, dedupe_key="delivery-1")
+    assert not _insert_event(sessions, item_id, {"steps": ["x"]}, dedupe_key="delivery-1")
+    with sessions() as session:
+        count = session.execute(sa.text("SELECT count(*) FROM pending_events")).scalar_one()
+    assert count == 1
+
+
+def test_event_phase_change_and_stale_event_only_applies_dimensions(sessions):
+    audit = RecordingAudit()
+    behaviour = Behaviour()
+    now = datetime.now(UTC)
+    with running_manager(sessions, build_registry(behaviour), audit=audit) as manager:
+        item_id = _idle_item(sessions, manager)
+        _insert_event(sessions, item_id, {"at": now.isoformat(), "steps": []})
+        manager.notify(item_id)
+        wait_until(lambda: settled(sessions), what="first event")
+        assert item_row(sessions, item_id).last_event_at == now
+
+        # Older than the last applied event: the phase part must not apply,
+        # the dimension part must.
+        older = (now - timedelta(minutes=5)).isoformat()
+        _insert_event(sessions, item_id, {"at": older, "phase": "cancelled", "steps": ["y"]})
+        manager.notify(item_id)
+        wait_until(lambda: behaviour.calls[(item_id, "y")] == 1, what="dimension from stale")
+        wait_until(lambda: settled(sessions), what="settle")
+    row = item_row(sessions, item_id)
+    assert row.phase == Phase.ACTIVE
+    assert row.last_event_at == now
+    assert any(entry.event_type == "event_stale" for entry in audit.entries)
+
+
+def test_newer_event_moves_the_phase_and_terminal_items_ignore_later_events(sessions):
+    audit = RecordingAudit()
+    behaviour = Behaviour()
+    now = datetime.now(UTC)
+    with running_manager(sessions, build_registry(behaviour), audit=audit) as manager:
+        item_id = _idle_item(sessions, manager)
+        _insert_event(sessions, item_id, {"at": now.isoformat(), "phase": "cancelled"})
+        manager.notify(item_id)
+        wait_until(lambda: settled(sessions), what="cancel event")
+        assert item_row(sessions, item_id).phase == Phase.CANCELLED
+
+        later = (now + timedelta(minutes=1)).isoformat()
+        _insert_event(sessions, item_id, {"at": later, "phase": "active", "steps": ["z"]})
+        manager.notify(item_id)
+        wait_until(lambda: settled(sessions), what="ignored event consumed")
+    row = item_row(sessions, item_id)
+    assert row.phase == Phase.CANCELLED
+    assert row.last_event_at == now
+    assert "z" not in dimension_rows(sessions, item_id)
+    assert behaviour.calls[(item_id, "z")] == 0
+    phase_changes = [e for e in audit.entries if e.event_type == "phase_change"]
+    assert [(e.before, e.after) for e in phase_changes] == [
+        ({"phase": "active"}, {"phase": "cancelled"})
+    ]
+    assert any(e.event_type == "event_ignored" for e in audit.entries)
+
+
+def test_irrelevant_event_is_consumed_without_changes(sessions):
+    behaviour = Behaviour()
+    with running_manager(sessions, build_registry(behaviour)) as manager:
+        item_id = _idle_item(sessions, manager)
+        before = item_row(sessions, item_id)
+        _insert_event(sessions, item_id, {"irrelevant": True})
+        manager.notify(item_id)
+        wait_until(lambda: settled(sessions), what="consumed")
+    after = item_row(sessions, item_id)
+    assert (after.phase, after.last_event_at) == (before.phase, before.last_event_at)
+    assert dimension_rows(sessions, item_id) == {}
+
+
+def test_events_left_by_a_stopped_service_are_recovered_by_the_startup_sweep(sessions):
+    behaviour = Behaviour()
+    with sessions() as session:
+        item_id = create_item(session, [], notify=False)
+        session.execute(sa.text("UPDATE work_items SET actionable = false"))
+        session.execute(
+            sa.text(
+                "INSERT INTO pending_events (work_item_id, event_type, body) "
+                "VALUES (:id, 'poke', '{\"steps\": [\"r\"]}')"
+            ),
+            {"id": item_id},
+        )
+        session.commit()
+    with running_manager(sessions, build_registry(behaviour)):
+        wait_until(lambda: behaviour.calls[(item_id, "r")] == 1, what="recovered event")
+        wait_until(lambda: settled(sessions), what="settle")
