@@ -52,7 +52,7 @@ BENCH_TYPE = "bench_noop"
 
 
 class NoopItem(WorkItem):
-    __mapper_args__ = {"polymorphic_identity": BENCH_TYPE}  # noqa: RUF012 - SQLAlchemy
+    __mapper_args__ = {"polymorphic_identity": BENCH_TYPE}
 
 
 def decide(_item: Any, dimensions: Dimensions) -> Action | None:

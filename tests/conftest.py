@@ -30,7 +30,7 @@ from workqueue.db.url import libpq_conninfo, normalize_database_url
 
 sys.path.insert(0, str(Path(__file__).parent / "support"))
 
-from sample_type import create_support_tables  # noqa: E402 - needs the path above
+from sample_type import create_support_tables
 
 TEMPLATE_DATABASE = "workqueue_test_template"
 TEST_SERVER_SETTINGS = {

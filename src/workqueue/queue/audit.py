@@ -9,6 +9,7 @@ work goes on.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import logging
@@ -16,7 +17,7 @@ import queue
 import threading
 import uuid
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -41,7 +42,10 @@ class AuditEntry:
     entry_id: uuid.UUID = field(default_factory=uuid.uuid4)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), default=_json_default, sort_keys=True)
+        # Not `dataclasses.asdict`: it deep-copies every value and so fails on
+        # details that cannot be copied (a lock, a client, a mappingproxy)
+        # instead of letting `_json_default` turn them into strings.
+        return json.dumps(_fields_of(self), default=_json_default, sort_keys=True)
 
 
 class ObjectStore(Protocol):
@@ -73,18 +77,28 @@ class AuditLog:
             self._uploader.start()
 
     def write(self, entry: AuditEntry) -> None:
-        """Record an entry. Never raises."""
+        """Record an entry. Never raises.
+
+        The log and the archive are independent: a failing log handler does not
+        keep the entry out of the archive, and a full archive queue leaves it in
+        the log only.
+        """
+        entry_id = getattr(entry, "entry_id", None)
         try:
             if logger.isEnabledFor(logging.INFO):
                 logger.info("audit %s", entry.to_json())
-            if self._store is not None:
-                self._queue.put_nowait(entry)
+        except Exception:
+            _report(logging.ERROR, "could not log audit entry %s", entry_id, exc_info=True)
+        if self._store is None:
+            return
+        try:
+            self._queue.put_nowait(entry)
         except queue.Full:
-            logger.warning(
-                "audit archive queue full; entry %s kept in the log only", entry.entry_id
+            _report(
+                logging.WARNING, "audit archive queue full; entry %s kept in the log only", entry_id
             )
         except Exception:
-            logger.exception("could not write an audit entry")
+            _report(logging.ERROR, "could not queue audit entry %s", entry_id, exc_info=True)
 
     def write_all(self, entries: list[AuditEntry]) -> None:
         for entry in entries:
@@ -141,13 +155,27 @@ class AuditLog:
             )
         except Exception as error:
             # The message of a botocore error never carries credentials; the
-            # entry itself stays in the log.
-            logger.error(  # noqa: TRY400 - a traceback per failed upload is noise
-                "audit archive upload failed for %s: %s", entry.entry_id, error
-            )
+            # entry itself stays in the log. No traceback: one per failed
+            # upload is noise.
+            _report(logging.ERROR, "audit archive upload failed for %s: %s", entry.entry_id, error)
 
 
-def _json_default(value: object) -> str:
+def _report(level: int, message: str, *args: object, exc_info: bool = False) -> None:
+    """Log an audit failure; a log handler that raises must not escape `write()`
+    nor kill the uploader thread."""
+    with contextlib.suppress(Exception):
+        logger.log(level, message, *args, exc_info=exc_info)
+
+
+def _fields_of(instance: Any) -> dict[str, Any]:
+    return {f.name: getattr(instance, f.name) for f in fields(instance)}
+
+
+def _json_default(value: object) -> Any:
     if isinstance(value, datetime):
         return value.isoformat()
+    if isinstance(value, Mapping):
+        return dict(value)
+    if is_dataclass(value) and not isinstance(value, type):
+        return _fields_of(value)
     return str(value)

@@ -309,6 +309,10 @@ class ProcessingManager:
                 # Woken while we held it, or out of time: look at it again.
                 self._rerun.discard(claim.item_id)
                 self._requested.add(claim.item_id)
+            if result.outcome is ClaimOutcome.LOST:
+                # Usually another replica has it; if the database lost our
+                # claim instead (a crash), the timer query finds it again.
+                self._timer_stale = True
             if result.wake_in_seconds is not None:
                 due = time.monotonic() + max(result.wake_in_seconds, 0.0)
                 self._due_at = due if self._due_at is None else min(self._due_at, due)

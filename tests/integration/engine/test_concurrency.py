@@ -13,8 +13,8 @@ from sqlalchemy import event
 
 from workqueue.db.engine import build_engine, build_sessions
 from workqueue.queue import repository
-from workqueue.queue.item_loop import ClaimOutcome, ItemLoop
 from workqueue.queue.audit import AuditLog
+from workqueue.queue.item_loop import ClaimOutcome, ItemLoop
 
 STEPS = ["s1", "s2", "s3"]
 

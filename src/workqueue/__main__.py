@@ -1,0 +1,3 @@
+from workqueue.cli.main import main
+
+main()

@@ -1,0 +1,1 @@
+"""The HTTP surface: `create_app(...)` and its routes."""

@@ -1,0 +1,1 @@
+"""The `workqueue-service` command line."""

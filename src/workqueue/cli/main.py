@@ -1,0 +1,119 @@
+"""`workqueue-service` — server commands (serve, migrate) and, later, client commands.
+
+Errors are one line on stderr with a non-zero exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import uvicorn
+from pydantic import ValidationError
+
+from workqueue.api.app import create_app
+from workqueue.cli.database import StartupError, check_and_migrate, service_database
+from workqueue.config import ConfigError, ServiceConfig, describe_validation_error, load_config
+from workqueue.db.url import InvalidDatabaseURLError
+from workqueue.settings import Settings
+from workqueue.types.catalog import UnknownHandledTypeError
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+app = typer.Typer(
+    name="workqueue-service",
+    help="Durable work queue between automated callers and GitLab.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+DataDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--data-dir",
+        help="Embedded PostgreSQL location when DATABASE_URL is unset "
+        "(default: WORKQUEUE_SERVICE_DATA_DIR, else /var/lib/workqueue as root, "
+        "~/.local/share/workqueue otherwise).",
+    ),
+]
+
+
+def _fail(message: str, code: int = EXIT_ERROR) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def _settings() -> Settings:
+    try:
+        return Settings()
+    except ValidationError as error:
+        raise _fail(f"invalid settings: {describe_validation_error(error)}", EXIT_USAGE) from None
+    except InvalidDatabaseURLError as error:
+        raise _fail(f"invalid settings: {error}", EXIT_USAGE) from None
+
+
+def _config(settings: Settings) -> ServiceConfig:
+    try:
+        return load_config(settings.config_path)
+    except ConfigError as error:
+        raise _fail(f"invalid configuration: {error}", EXIT_USAGE) from None
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+    # Alembic announces its context on every readiness probe; that is noise.
+    logging.getLogger("alembic.runtime.migration").setLevel(logging.WARNING)
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8080,
+    data_dir: DataDirOption = None,
+    no_migrate: Annotated[
+        bool, typer.Option("--no-migrate", help="Do not apply pending migrations.")
+    ] = False,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+) -> None:
+    """Run the HTTP API and the processing engine."""
+    _configure_logging(log_level)
+    settings = _settings()
+    config = _config(settings)
+    try:
+        with service_database(settings, data_dir) as url:
+            check_and_migrate(url, migrate=not no_migrate)
+            application = create_app(settings, config, database_url=url)
+            server = uvicorn.Server(
+                uvicorn.Config(application, host=host, port=port, log_level=log_level.lower())
+            )
+            server.run()
+    except StartupError as error:
+        raise _fail(str(error)) from None
+    except UnknownHandledTypeError as error:
+        raise _fail(f"invalid configuration: {settings.config_path}: {error}", EXIT_USAGE) from None
+
+
+@app.command()
+def migrate(data_dir: DataDirOption = None) -> None:
+    """Apply pending database migrations (own version table) and exit."""
+    _configure_logging("warning")
+    settings = _settings()
+    try:
+        with service_database(settings, data_dir) as url:
+            check_and_migrate(url, migrate=True)
+    except StartupError as error:
+        raise _fail(str(error)) from None
+    typer.echo("database schema is up to date")
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import pytest
+
+from workqueue.queue.errors import DuplicateRegistrationError, UnknownItemTypeError
+from workqueue.queue.models import WorkItem
+from workqueue.queue.registry import TypeRegistry
+from workqueue.types.catalog import UnknownHandledTypeError, build_registry
+
+
+def decide(item, dimensions):
+    return None
+
+
+def noop(context):
+    return None
+
+
+def test_registering_a_type_twice_is_an_error():
+    registry = TypeRegistry()
+    registry.register("t", model=WorkItem, decider=decide)
+    with pytest.raises(DuplicateRegistrationError, match="item type 't'"):
+        registry.register("t", model=WorkItem, decider=decide)
+
+
+@pytest.mark.parametrize("method", ["add_executor", "add_event_handler", "add_resolver"])
+def test_registering_a_handler_twice_is_an_error(method):
+    registration = TypeRegistry().register("t", model=WorkItem, decider=decide)
+    getattr(registration, method)("x", noop)
+    with pytest.raises(DuplicateRegistrationError, match="'x' is already registered"):
+        getattr(registration, method)("x", noop)
+
+
+def test_lookups_of_unknown_names_fail_clearly():
+    registry = TypeRegistry()
+    registration = registry.register("t", model=WorkItem, decider=decide)
+    with pytest.raises(UnknownItemTypeError, match="no item type 'u'"):
+        registry.get("u")
+    with pytest.raises(UnknownItemTypeError, match="has no executor 'missing'"):
+        registration.executor("missing")
+
+
+def test_registries_are_independent_objects():
+    first, second = TypeRegistry(), TypeRegistry()
+    first.register("t", model=WorkItem, decider=decide)
+    assert "t" in first
+    assert "t" not in second
+    assert first.item_types == frozenset({"t"})
+
+
+def test_resolvers_are_found_per_event_type():
+    registry = TypeRegistry()
+    registry.register("a", model=WorkItem, decider=decide).add_resolver("push", noop)
+    registry.register("b", model=WorkItem, decider=decide)
+    assert registry.resolvers_for("push") == [("a", noop)]
+    assert registry.resolvers_for("note") == []
+
+
+def test_build_registry_installs_the_handled_types_only():
+    installed = []
+
+    def install(registry, section):
+        installed.append(dict(section))
+        registry.register("mine", model=WorkItem, decider=decide)
+
+    registry = build_registry({"mine": {"option": 1}}, {"mine": install, "theirs": install})
+    assert registry.item_types == frozenset({"mine"})
+    assert installed == [{"option": 1}]
+    assert build_registry({}, {"mine": install}).item_types == frozenset()
+
+
+def test_build_registry_rejects_unknown_types():
+    with pytest.raises(UnknownHandledTypeError, match=r"handled_types\.nope: unknown item type"):
+        build_registry({"nope": None}, {})
