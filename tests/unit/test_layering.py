@@ -24,12 +24,12 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def violations(directory: Path, forbidden: tuple[str, ...]) -> list[str]:
-    found = []
-    for path in sorted(directory.rglob("*.py")):
-        for module in sorted(imported_modules(path)):
-            if module.startswith(forbidden):
-                found.append(f"{path.relative_to(PACKAGE)} imports {module}")
-    return found
+    return [
+        f"{path.relative_to(PACKAGE)} imports {module}"
+        for path in sorted(directory.rglob("*.py"))
+        for module in sorted(imported_modules(path))
+        if module.startswith(forbidden)
+    ]
 
 
 def test_queue_imports_no_type_gitlab_http_or_cli_code():

@@ -1,0 +1,187 @@
+"""Configuration of the `mr` type: the `handled_types.mr` section of the config file.
+
+Unknown keys are errors everywhere, so a misspelt limit fails at startup
+instead of silently keeping its default.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from workqueue.types.mr.paths import check_glob
+
+DEFAULT_PATH_BLOCKLIST: tuple[str, ...] = (
+    ".gitlab-ci.yml",
+    ".gitlab/**",
+    "CODEOWNERS",
+    ".gitlab/CODEOWNERS",
+    "docs/CODEOWNERS",
+)
+
+# GitLab job failure reasons that say nothing about the change under test.
+INFRASTRUCTURE_FAILURE_REASONS: tuple[str, ...] = (
+    "runner_system_failure",
+    "stuck_or_timeout_failure",
+    "api_failure",
+    "scheduler_failure",
+    "data_integrity_failure",
+    "runner_unsupported",
+)
+
+
+def _check_regex(pattern: str) -> str:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from exc
+    return pattern
+
+
+class CIRetryRule(BaseModel):
+    """One matcher rule for failed CI jobs; the first matching rule decides."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, description="identifies the rule in logs and audit")
+    failure_reason: list[str] = Field(
+        default_factory=list, description="GitLab job failure_reason values that match"
+    )
+    job_name: str | None = Field(None, description="regular expression on the job name")
+    stage: str | None = Field(None, min_length=1, description="exact stage name")
+    log_patterns: list[str] = Field(
+        default_factory=list, description="regular expressions searched in the job log tail"
+    )
+    retry_limit: int = Field(3, ge=0, description="retries per (item, job name) over its life")
+    retry_delays: list[Annotated[float, Field(ge=0)]] = Field(
+        default_factory=list,
+        description="seconds to wait before successive retries",
+    )
+
+    @field_validator("job_name")
+    @classmethod
+    def _job_name_compiles(cls, value: str | None) -> str | None:
+        return None if value is None else _check_regex(value)
+
+    @field_validator("log_patterns")
+    @classmethod
+    def _log_patterns_compile(cls, value: list[str]) -> list[str]:
+        return [_check_regex(pattern) for pattern in value]
+
+    @model_validator(mode="after")
+    def _has_a_matcher(self) -> CIRetryRule:
+        # A rule without criteria would retry every failure, including genuine
+        # test failures; that is never what an operator means by omission.
+        if not (self.failure_reason or self.job_name or self.stage or self.log_patterns):
+            raise ValueError(
+                f"ci_retry rule {self.name!r} needs at least one of "
+                "failure_reason, job_name, stage, log_patterns"
+            )
+        return self
+
+
+def _default_ci_retry_rules() -> list[CIRetryRule]:
+    return [
+        CIRetryRule(
+            name="infrastructure",
+            failure_reason=list(INFRASTRUCTURE_FAILURE_REASONS),
+            retry_limit=3,
+        )
+    ]
+
+
+class CIRetryConfig(BaseModel):
+    """Automatic retry of CI jobs that failed for reasons unrelated to the change."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rules: list[CIRetryRule] = Field(
+        default_factory=_default_ci_retry_rules, description="first match wins"
+    )
+
+    @field_validator("rules")
+    @classmethod
+    def _unique_names(cls, value: list[CIRetryRule]) -> list[CIRetryRule]:
+        names = [rule.name for rule in value]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"ci_retry rule names must be unique; repeated: {duplicates}")
+        return value
+
+
+class MRTypeConfig(BaseModel):
+    """Limits and policy of the `mr` type. Byte counts are of decoded content / UTF-8."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    gitlab_url: str = Field(
+        "https://gitlab.com",
+        description="base URL of the GitLab instance; http:// is for local development only",
+    )
+    path_blocklist: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_PATH_BLOCKLIST),
+        description=(
+            "globs matched case-insensitively against the whole path of every action "
+            "(and a move's previous_path): '**' crosses '/', '*' and '?' do not"
+        ),
+    )
+    max_file_bytes: int = Field(1_048_576, ge=1, description="per action, after decoding")
+    max_total_bytes: int = Field(10_485_760, ge=1, description="per submission, after decoding")
+    max_actions: int = Field(500, ge=1, description="file actions per submission")
+    empty_check_interval_seconds: float = Field(
+        1800, gt=0, description="how often an open MR is re-checked for an empty diff"
+    )
+    max_title_chars: int = Field(
+        255, ge=1, description="MR title length in characters (GitLab's own limit is 255)"
+    )
+    max_description_chars: int = Field(
+        1_048_576,
+        ge=0,
+        description="MR description length in characters (GitLab's own limit is 1,048,576)",
+    )
+    max_commit_message_bytes: int = Field(
+        65_536, ge=1, description="commit message length in UTF-8 bytes (64 KiB)"
+    )
+    max_branch_bytes: int = Field(
+        255,
+        ge=1,
+        description="branch name length in UTF-8 bytes (a ref is a file: 255 is the usual "
+        "filesystem name limit)",
+    )
+    max_path_bytes: int = Field(
+        4096, ge=1, description="file path length in UTF-8 bytes (Linux PATH_MAX)"
+    )
+    max_label_chars: int = Field(
+        255, ge=1, description="length of one label in characters (GitLab's own limit is 255)"
+    )
+    ci_retry: CIRetryConfig = Field(default_factory=CIRetryConfig)
+
+    @field_validator("gitlab_url")
+    @classmethod
+    def _check_gitlab_url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in {"http", "https"} or not parts.hostname:
+            raise ValueError(f"gitlab_url must be an http(s) URL with a host, got {value!r}")
+        if parts.query or parts.fragment:
+            raise ValueError("gitlab_url must not have a query or fragment")
+        # python-gitlab appends '/api/v4'; a trailing slash would double it.
+        return value.rstrip("/")
+
+    @field_validator("path_blocklist")
+    @classmethod
+    def _check_blocklist(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            check_glob(pattern)
+        return value
+
+    @model_validator(mode="after")
+    def _check_relations(self) -> MRTypeConfig:
+        if self.max_file_bytes > self.max_total_bytes:
+            raise ValueError(
+                "max_file_bytes must not exceed max_total_bytes "
+                f"(got {self.max_file_bytes} > {self.max_total_bytes})"
+            )
+        return self
