@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
+from databases import admin_connection, create_database_from, drop_database
 from psycopg import sql
+from sample_type import create_support_tables
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -27,10 +26,6 @@ from workqueue.db.embedded import EmbeddedPostgres
 from workqueue.db.engine import build_engine, build_sessions
 from workqueue.db.migrate import upgrade_to_head
 from workqueue.db.url import libpq_conninfo, normalize_database_url
-
-sys.path.insert(0, str(Path(__file__).parent / "support"))
-
-from sample_type import create_support_tables
 
 TEMPLATE_DATABASE = "workqueue_test_template"
 TEST_SERVER_SETTINGS = {
@@ -57,13 +52,9 @@ def server_url() -> Iterator[URL]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _admin(server_url: URL) -> psycopg.Connection[tuple[object, ...]]:
-    return psycopg.connect(libpq_conninfo(server_url), autocommit=True)
-
-
 @pytest.fixture(scope="session")
 def template_url(server_url: URL) -> URL:
-    with _admin(server_url) as connection:
+    with admin_connection(server_url) as connection:
         connection.execute(
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
                 sql.Identifier(TEMPLATE_DATABASE)
@@ -78,26 +69,6 @@ def template_url(server_url: URL) -> URL:
     finally:
         engine.dispose()
     return url
-
-
-def create_database_from(server_url: URL, template: str) -> URL:
-    name = f"workqueue_test_{uuid.uuid4().hex[:12]}"
-    with _admin(server_url) as connection:
-        connection.execute(
-            sql.SQL("CREATE DATABASE {} TEMPLATE {} STRATEGY FILE_COPY").format(
-                sql.Identifier(name), sql.Identifier(template)
-            )
-        )
-    return server_url.set(database=name)
-
-
-def drop_database(server_url: URL, url: URL) -> None:
-    with _admin(server_url) as connection:
-        connection.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                sql.Identifier(url.database or "")
-            )
-        )
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from databases import create_database_from, drop_database
 
-from conftest import create_database_from, drop_database
 from workqueue.db.engine import build_engine
 from workqueue.db.metadata import target_metadata
 from workqueue.db.migrate import (

@@ -37,12 +37,12 @@ def service_database(settings: Settings, data_dir: Path | None) -> Iterator[URL]
     logger.info("DATABASE_URL is unset: using the embedded PostgreSQL in %s", directory)
     with _signals_exit_cleanly():
         try:
-            url = cluster.start()
-        except (EmbeddedPostgresError, OSError) as error:
-            raise StartupError(
-                f"cannot start the embedded PostgreSQL in {directory}: {error}"
-            ) from None
-        try:
+            try:
+                url = cluster.start()
+            except (EmbeddedPostgresError, OSError) as error:
+                raise StartupError(
+                    f"cannot start the embedded PostgreSQL in {directory}: {error}"
+                ) from None
             yield url
         finally:
             cluster.stop()
@@ -64,16 +64,20 @@ def check_and_migrate(url: URL, *, migrate: bool) -> None:
         engine.dispose()
 
 
+class ShutdownRequested(Exception):  # noqa: N818 - a request, not an error
+    """SIGTERM or SIGINT arrived outside uvicorn's own handling: stop cleanly."""
+
+
 @contextmanager
 def _signals_exit_cleanly() -> Iterator[None]:
-    """Turn SIGTERM/SIGHUP into SystemExit so `finally` blocks stop the cluster.
+    """Turn SIGTERM/SIGINT into an exception so `finally` blocks stop the cluster.
 
-    uvicorn installs its own SIGTERM/SIGINT handlers while serving; this covers
-    the time before and after, and SIGHUP throughout.
+    While serving, uvicorn handles SIGTERM/SIGINT itself (graceful shutdown,
+    lifespan) and re-raises the signal afterwards; it then lands here.
     """
 
-    def _exit(signum: int, _frame: FrameType | None) -> None:
-        raise SystemExit(128 + signum)
+    def _stop(signum: int, _frame: FrameType | None) -> None:
+        raise ShutdownRequested(signal.Signals(signum).name)
 
     def _hangup(_signum: int, _frame: FrameType | None) -> None:
         # Re-sent as SIGTERM so that, while uvicorn serves, its graceful
@@ -81,7 +85,8 @@ def _signals_exit_cleanly() -> Iterator[None]:
         signal.raise_signal(signal.SIGTERM)
 
     previous = {
-        signal.SIGTERM: signal.signal(signal.SIGTERM, _exit),
+        signal.SIGTERM: signal.signal(signal.SIGTERM, _stop),
+        signal.SIGINT: signal.signal(signal.SIGINT, _stop),
         signal.SIGHUP: signal.signal(signal.SIGHUP, _hangup),
     }
     try:

@@ -15,11 +15,16 @@ import uvicorn
 from pydantic import ValidationError
 
 from workqueue.api.app import create_app
-from workqueue.cli.database import StartupError, check_and_migrate, service_database
+from workqueue.cli.database import (
+    ShutdownRequested,
+    StartupError,
+    check_and_migrate,
+    service_database,
+)
 from workqueue.config import ConfigError, ServiceConfig, describe_validation_error, load_config
 from workqueue.db.url import InvalidDatabaseURLError
 from workqueue.settings import Settings
-from workqueue.types.catalog import UnknownHandledTypeError
+from workqueue.types.catalog import UnknownHandledTypeError, build_registry
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -58,10 +63,15 @@ def _settings() -> Settings:
 
 
 def _config(settings: Settings) -> ServiceConfig:
+    """Load the file and validate every type's section before anything touches the database."""
     try:
-        return load_config(settings.config_path)
+        config = load_config(settings.config_path)
+        build_registry(config.handled_types)
     except ConfigError as error:
         raise _fail(f"invalid configuration: {error}", EXIT_USAGE) from None
+    except UnknownHandledTypeError as error:
+        raise _fail(f"invalid configuration: {settings.config_path}: {error}", EXIT_USAGE) from None
+    return config
 
 
 def _configure_logging(level: str) -> None:
@@ -96,10 +106,10 @@ def serve(
                 uvicorn.Config(application, host=host, port=port, log_level=log_level.lower())
             )
             server.run()
+    except ShutdownRequested:
+        logging.getLogger(__name__).info("stopped on request")
     except StartupError as error:
         raise _fail(str(error)) from None
-    except UnknownHandledTypeError as error:
-        raise _fail(f"invalid configuration: {settings.config_path}: {error}", EXIT_USAGE) from None
 
 
 @app.command()
@@ -112,6 +122,8 @@ def migrate(data_dir: DataDirOption = None) -> None:
             check_and_migrate(url, migrate=True)
     except StartupError as error:
         raise _fail(str(error)) from None
+    except ShutdownRequested:
+        raise _fail("interrupted before the migration finished") from None
     typer.echo("database schema is up to date")
 
 

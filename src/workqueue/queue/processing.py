@@ -227,7 +227,9 @@ class ProcessingManager:
                 for claim in claims:
                     self._held[claim.item_id] = claim
             if plan.recompute_timer:
-                seconds = repository.seconds_until_due(session, self.item_types)
+                with self._lock:
+                    held = list(self._held)
+                seconds = repository.seconds_until_due(session, self.item_types, held=held)
                 session.commit()
                 with self._lock:
                     self._due_at = (

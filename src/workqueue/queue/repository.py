@@ -466,19 +466,26 @@ def wake_items_with_events(
     return woken
 
 
-def seconds_until_due(session: Session, item_types: Collection[str]) -> float | None:
-    """Seconds until the earliest backoff, lease expiry or deferral; None if nothing waits."""
+def seconds_until_due(
+    session: Session, item_types: Collection[str], *, held: Collection[uuid.UUID] = ()
+) -> float | None:
+    """Seconds until the earliest backoff, foreign lease expiry or deferral; None if none.
+
+    Leases in `held` are this process's own: it heartbeats them, so their
+    expiry is not something to wake up for.
+    """
     seconds: float | None = session.execute(
         sa.text(
             "SELECT extract(epoch FROM least("
             "  (SELECT min(coalesce(greatest(next_attempt_at, leased_until), now())) "
-            "   FROM work_items WHERE actionable AND item_type = ANY(:item_types)), "
+            "   FROM work_items WHERE actionable AND item_type = ANY(:item_types) "
+            "     AND NOT (id = ANY(:held))), "
             "  (SELECT min(status.pending_until) FROM work_item_statuses AS status "
             "   JOIN work_items AS item ON item.id = status.work_item_id "
             "   WHERE status.pending_until IS NOT NULL AND item.phase = 'active' "
             "     AND item.item_type = ANY(:item_types))"
             ") - now())::float"
         ),
-        {"item_types": list(item_types)},
+        {"item_types": list(item_types), "held": list(held)},
     ).scalar_one()
     return seconds

@@ -1,0 +1,154 @@
+"""Merge request notes and approvals (`lib/api/notes.rb`, `merge_request_approvals.rb`).
+
+Approval rules are reduced to one number per project (`approvals_required`); as
+with EE's default `merge_requests_author_approval: false`, authors cannot approve
+their own merge requests.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workqueue.testing.gitlab_simulator import lookups
+from workqueue.testing.gitlab_simulator.entities import api_time, note_entity, user_entity
+from workqueue.testing.gitlab_simulator.errors import (
+    conflict,
+    missing_params,
+    not_found,
+    param_error,
+    unauthorized,
+)
+from workqueue.testing.gitlab_simulator.mergeability import merge_status, process_auto_merges
+from workqueue.testing.gitlab_simulator.params import bool_param, str_param
+from workqueue.testing.gitlab_simulator.routing import (
+    Request,
+    Response,
+    Router,
+    json_response,
+    paginate,
+)
+from workqueue.testing.gitlab_simulator.state import (
+    MergeRequest,
+    Project,
+    SimulatorState,
+    User,
+)
+
+
+def create_note(state: SimulatorState, request: Request) -> Response:
+    project = lookups.project(state, request)
+    mr = lookups.merge_request(project, request)
+    body = str_param(request.params, "body")
+    if body is None:
+        raise missing_params("body")
+    if not body.strip():
+        raise param_error("body is empty")
+    internal = bool_param(request.params, "internal") is True
+    note = state.add_note(mr, request.current_user, body, internal=internal)
+    return json_response(note_entity(state, note), status=201)
+
+
+def list_notes(state: SimulatorState, request: Request) -> Response:
+    project = lookups.project(state, request)
+    mr = lookups.merge_request(project, request)
+    order_by = str_param(request.params, "order_by") or "created_at"
+    if order_by not in {"created_at", "updated_at"}:
+        raise param_error("order_by does not have a valid value")
+    descending = (str_param(request.params, "sort") or "desc") != "asc"
+    notes = sorted(mr.notes, key=lambda n: (getattr(n, order_by), n.id), reverse=descending)
+    return paginate(request, [note_entity(state, note) for note in notes])
+
+
+def get_note(state: SimulatorState, request: Request) -> Response:
+    project = lookups.project(state, request)
+    mr = lookups.merge_request(project, request)
+    raw = request.path_params["note_id"]
+    for note in mr.notes:
+        if str(note.id) == raw:
+            return json_response(note_entity(state, note))
+    raise not_found("Note")
+
+
+def approvals_entity(
+    state: SimulatorState, project: Project, mr: MergeRequest, viewer: User
+) -> dict[str, Any]:
+    approved_ids = {user.id for user in mr.approved_by}
+    left = max(project.approvals_required - len(mr.approved_by), 0)
+    return {
+        "id": mr.id,
+        "iid": mr.iid,
+        "project_id": project.id,
+        "title": mr.title,
+        "description": mr.description,
+        "state": mr.state,
+        "created_at": api_time(mr.created_at),
+        "updated_at": api_time(mr.updated_at),
+        "merge_status": merge_status(project, mr),
+        "approved": left == 0,
+        "approvals_required": project.approvals_required,
+        "approvals_left": left,
+        "require_password_to_approve": False,
+        "approved_by": [{"user": user_entity(state, user)} for user in mr.approved_by],
+        "suggested_approvers": [],
+        "approvers": [],
+        "approver_groups": [],
+        "user_has_approved": viewer.id in approved_ids,
+        "user_can_approve": viewer.id not in approved_ids and viewer.id != mr.author.id,
+        "approval_rules_left": [],
+        "has_approval_rules": project.approvals_required > 0,
+        "merge_request_approvers_available": True,
+        "multiple_approval_rules_available": True,
+        "invalid_approvers_rules": [],
+    }
+
+
+def get_approvals(state: SimulatorState, request: Request) -> Response:
+    project = lookups.project(state, request)
+    mr = lookups.merge_request(project, request)
+    return json_response(approvals_entity(state, project, mr, request.current_user))
+
+
+def approve(
+    state: SimulatorState, project: Project, mr: MergeRequest, user: User, sha: str | None
+) -> None:
+    """Shared by the API and the test helper, so both enforce the same rules."""
+    if sha and sha != mr.sha:
+        raise conflict(f"SHA does not match HEAD of source branch: {mr.sha}")
+    if mr.state != "opened" or user.id == mr.author.id or user in mr.approved_by:
+        raise unauthorized()
+    mr.approved_by.append(user)
+    mr.updated_at = state.now()
+    state.add_system_note(mr, user, "approved this merge request")
+    process_auto_merges(state, project)
+
+
+def unapprove(state: SimulatorState, mr: MergeRequest, user: User) -> None:
+    if user not in mr.approved_by:
+        raise not_found()
+    mr.approved_by.remove(user)
+    mr.updated_at = state.now()
+    state.add_system_note(mr, user, "unapproved this merge request")
+
+
+def post_approve(state: SimulatorState, request: Request) -> Response:
+    project = lookups.project(state, request)
+    mr = lookups.merge_request(project, request)
+    approve(state, project, mr, request.current_user, str_param(request.params, "sha"))
+    return json_response(approvals_entity(state, project, mr, request.current_user), status=201)
+
+
+def post_unapprove(state: SimulatorState, request: Request) -> Response:
+    project = lookups.project(state, request)
+    mr = lookups.merge_request(project, request)
+    unapprove(state, mr, request.current_user)
+    return json_response(approvals_entity(state, project, mr, request.current_user), status=201)
+
+
+def register(router: Router) -> None:
+    item = "/projects/:id/merge_requests/:merge_request_iid"
+    router.add("GET", f"{item}/notes", list_notes)
+    router.add("POST", f"{item}/notes", create_note)
+    router.add("GET", f"{item}/notes/:note_id", get_note)
+    router.add("GET", f"{item}/approvals", get_approvals)
+    router.add("POST", f"{item}/approve", post_approve)
+    router.add("POST", f"{item}/unapprove", post_unapprove)

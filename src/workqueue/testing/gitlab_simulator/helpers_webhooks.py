@@ -1,0 +1,99 @@
+"""Simulator helpers that build webhook payloads from the current state and deliver them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from workqueue.testing.gitlab_simulator import webhooks
+from workqueue.testing.gitlab_simulator.helpers_base import ProjectRef, SimulatorBase
+from workqueue.testing.gitlab_simulator.repository import ZERO_SHA
+
+
+class WebhookHelpers(SimulatorBase):
+    """Helpers that build hook payloads from the current state and POST them."""
+
+    # One pooled client for all deliveries: building an httpx client costs tens of ms.
+    _webhook_client: httpx.Client | None = None
+
+    def close_webhook_client(self) -> None:
+        with self._locked():
+            client, self._webhook_client = self._webhook_client, None
+        if client is not None:
+            client.close()
+
+    def merge_request_hook(
+        self,
+        project: ProjectRef,
+        iid: int,
+        *,
+        action: str = "update",
+        user: str | None = None,
+        oldrev: str | None = None,
+        changes: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """A Merge Request Hook payload; pass `oldrev` for an update that added commits."""
+        with self._locked() as state:
+            found, mr = self._mr(project, iid)
+            actor = self._user(user, self.human)
+            return webhooks.merge_request_hook(
+                state, found, mr, actor, action, oldrev=oldrev, changes=changes
+            )
+
+    def pipeline_hook(self, pipeline_id: int) -> dict[str, Any]:
+        with self._locked() as state:
+            return webhooks.pipeline_hook(state, state.pipelines[pipeline_id])
+
+    def job_hook(self, job_id: int) -> dict[str, Any]:
+        with self._locked() as state:
+            return webhooks.job_hook(state, state.jobs[job_id])
+
+    def note_hook(self, note_id: int) -> dict[str, Any]:
+        with self._locked() as state:
+            note = state.notes[note_id]
+            found = state.projects[note.project_id]
+            return webhooks.note_hook(state, found, found.merge_requests[note.noteable_iid], note)
+
+    def push_hook(
+        self,
+        project: ProjectRef,
+        branch: str,
+        *,
+        before: str,
+        after: str | None = None,
+        user: str | None = None,
+    ) -> dict[str, Any]:
+        """A Push Hook for `before..after` (default: the branch head; zeros for a deletion)."""
+        with self._locked() as state:
+            found = self._project(project)
+            head = after or found.repository.branches.get(branch) or ZERO_SHA
+            actor = self._user(user, self.human)
+            return webhooks.push_hook(state, found, branch, before=before, after=head, user=actor)
+
+    def send_webhook(
+        self,
+        url: str,
+        payload: dict[str, Any],
+        *,
+        secret_token: str | None = None,
+        event_uuid: str | None = None,
+        idempotency_key: str | None = None,
+        timeout: float = 5.0,
+    ) -> httpx.Response:
+        """POST a payload with GitLab's headers (`X-Gitlab-Event` from its `object_kind`)."""
+        with self._locked() as state:
+            instance_url = state.web_url
+            if self._webhook_client is None:
+                self._webhook_client = httpx.Client()
+            client = self._webhook_client
+        return webhooks.deliver(
+            client,
+            url,
+            payload,
+            instance_url=instance_url,
+            secret_token=secret_token,
+            event_uuid=event_uuid,
+            idempotency_key=idempotency_key,
+            timeout=timeout,
+        )

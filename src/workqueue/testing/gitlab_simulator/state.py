@@ -1,0 +1,271 @@
+"""The simulator's data model: users, projects, merge requests, notes, pipelines and jobs.
+
+All of it lives in one `SimulatorState` guarded by one re-entrant lock: HTTP
+handlers and the Python test helpers both take it, so every request sees and
+leaves a consistent world. Branch moves go through `set_branch`, the one place
+that keeps open merge requests in step with their source branch, as GitLab's
+`MergeRequests::RefreshService` does after a push.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import itertools
+import re
+import threading
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from workqueue.testing.gitlab_simulator.repository import Repository, Signature
+
+# GitLab's `Gitlab::Regex.merge_request_draft`: "Draft:", "[Draft]" or "(Draft)" at the start.
+_DRAFT = re.compile(r"^\s*(\[draft\]|\(draft\)|draft:)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class User:
+    id: int
+    username: str
+    name: str
+    email: str
+
+    @property
+    def signature(self) -> Signature:
+        return Signature(self.name, self.email)
+
+
+@dataclass
+class Note:
+    id: int
+    body: str
+    author: User
+    project_id: int
+    noteable_id: int
+    noteable_iid: int
+    created_at: datetime
+    updated_at: datetime
+    system: bool = False
+    internal: bool = False
+
+
+@dataclass
+class MergeRequest:
+    id: int
+    iid: int
+    project_id: int
+    title: str
+    description: str
+    source_branch: str
+    target_branch: str
+    author: User
+    created_at: datetime
+    updated_at: datetime
+    # GitLab's `diff_head_sha`: follows the source branch while open, frozen afterwards.
+    sha: str
+    labels: list[str] = field(default_factory=list)
+    state: str = "opened"
+    previous_sha: str | None = None
+    force_remove_source_branch: bool = False
+    should_remove_source_branch: bool | None = None
+    squash: bool = False
+    assignee_ids: list[int] = field(default_factory=list)
+    reviewer_ids: list[int] = field(default_factory=list)
+    merged_at: datetime | None = None
+    closed_at: datetime | None = None
+    merge_user: User | None = None
+    closed_by: User | None = None
+    merge_commit_sha: str | None = None
+    squash_commit_sha: str | None = None
+    merge_when_pipeline_succeeds: bool = False
+    auto_merge_params: dict[str, object] = field(default_factory=dict)
+    merge_error: str | None = None
+    approved_by: list[User] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
+    # None until the first response after creation (GitLab prepares the diff asynchronously).
+    prepared_at: datetime | None = None
+    # API reads left that report `checking` (see GitLabSimulator's `checking_reads`).
+    checks_pending: int = 0
+
+    @property
+    def draft(self) -> bool:
+        return _DRAFT.match(self.title) is not None
+
+
+@dataclass
+class Job:
+    id: int
+    pipeline_id: int
+    project_id: int
+    name: str
+    stage: str
+    status: str
+    user: User
+    created_at: datetime
+    failure_reason: str | None = None
+    trace: str = ""
+    allow_failure: bool = False
+    when: str = "on_success"
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    retried: bool = False
+
+
+@dataclass
+class Pipeline:
+    id: int
+    iid: int
+    project_id: int
+    sha: str
+    before_sha: str
+    ref: str
+    source: str
+    user: User
+    created_at: datetime
+    updated_at: datetime
+    merge_request_iid: int | None = None
+    # Set by the test helper to force a status; None means "derived from the jobs".
+    status_override: str | None = None
+    job_ids: list[int] = field(default_factory=list)
+    name: str | None = None
+
+
+@dataclass
+class Project:
+    id: int
+    path_with_namespace: str
+    default_branch: str
+    created_at: datetime
+    description: str = ""
+    repository: Repository = field(default_factory=Repository)
+    only_allow_merge_if_pipeline_succeeds: bool = False
+    allow_merge_on_skipped_pipeline: bool = False
+    approvals_required: int = 0
+    merge_method: str = "merge"
+    reset_approvals_on_push: bool = True
+    protected_branches: list[str] = field(default_factory=list)
+    merge_requests: dict[int, MergeRequest] = field(default_factory=dict)
+    next_mr_iid: int = 1
+    next_pipeline_iid: int = 1
+
+    @property
+    def name(self) -> str:
+        return self.path_with_namespace.rsplit("/", 1)[-1]
+
+    @property
+    def namespace(self) -> str:
+        return self.path_with_namespace.rsplit("/", 1)[0]
+
+    def is_protected(self, branch: str) -> bool:
+        return any(fnmatch.fnmatchcase(branch, pattern) for pattern in self.protected_branches)
+
+    def mr_heads(self) -> dict[int, str]:
+        return {mr.iid: mr.sha for mr in self.merge_requests.values()}
+
+
+class SimulatorState:
+    """Everything the simulated GitLab knows; hold `lock` while reading or changing it."""
+
+    def __init__(self, web_url: str = "http://gitlab.invalid", checking_reads: int = 0) -> None:
+        self.lock = threading.RLock()
+        self.web_url = web_url.rstrip("/")
+        self.checking_reads = checking_reads
+        self.users: dict[str, User] = {}
+        self.tokens: dict[str, User] = {}
+        self.projects: dict[int, Project] = {}
+        self.pipelines: dict[int, Pipeline] = {}
+        self.jobs: dict[int, Job] = {}
+        self.notes: dict[int, Note] = {}
+        # Distinct ranges per kind, so a test that mixes up an id and an iid fails loudly.
+        self._ids = {
+            "user": itertools.count(1),
+            "project": itertools.count(42),
+            "merge_request": itertools.count(1001),
+            "pipeline": itertools.count(5501),
+            "job": itertools.count(90301),
+            "note": itertools.count(77001),
+        }
+
+    def next_id(self, kind: str) -> int:
+        return next(self._ids[kind])
+
+    @staticmethod
+    def now() -> datetime:
+        return datetime.now(UTC)
+
+    def add_user(self, username: str, name: str | None = None, email: str | None = None) -> User:
+        user = User(
+            id=self.next_id("user"),
+            username=username,
+            name=name or username.replace("-", " ").title(),
+            email=email or f"{username}@example.com",
+        )
+        self.users[username] = user
+        return user
+
+    def find_project(self, ref: str | int) -> Project | None:
+        """By numeric id, or by `path_with_namespace` (case-insensitive, as in GitLab)."""
+        if isinstance(ref, int) or ref.isdigit():
+            return self.projects.get(int(ref))
+        wanted = ref.lower()
+        for project in self.projects.values():
+            if project.path_with_namespace.lower() == wanted:
+                return project
+        return None
+
+    def add_system_note(self, mr: MergeRequest, author: User, body: str) -> Note:
+        return self.add_note(mr, author, body, system=True)
+
+    def add_note(
+        self,
+        mr: MergeRequest,
+        author: User,
+        body: str,
+        *,
+        system: bool = False,
+        internal: bool = False,
+    ) -> Note:
+        now = self.now()
+        note = Note(
+            id=self.next_id("note"),
+            body=body,
+            author=author,
+            project_id=mr.project_id,
+            noteable_id=mr.id,
+            noteable_iid=mr.iid,
+            created_at=now,
+            updated_at=now,
+            system=system,
+            internal=internal,
+        )
+        mr.notes.append(note)
+        self.notes[note.id] = note
+        return note
+
+    def set_branch(self, project: Project, branch: str, sha: str | None, actor: User) -> None:
+        """Move (or delete, with `sha=None`) a branch and refresh the MRs that depend on it."""
+        if sha is None:
+            project.repository.branches.pop(branch, None)
+        else:
+            project.repository.branches[branch] = sha
+        for mr in project.merge_requests.values():
+            if mr.state != "opened":
+                continue
+            if mr.source_branch == branch and sha is not None and sha != mr.sha:
+                self._source_updated(project, mr, sha, actor)
+            elif branch in {mr.target_branch, mr.source_branch}:
+                mr.checks_pending = self.checking_reads
+
+    def _source_updated(self, project: Project, mr: MergeRequest, sha: str, actor: User) -> None:
+        mr.previous_sha, mr.sha = mr.sha, sha
+        mr.updated_at = self.now()
+        mr.checks_pending = self.checking_reads
+        if project.reset_approvals_on_push:
+            mr.approved_by.clear()
+        if mr.merge_when_pipeline_succeeds:
+            # RefreshService aborts auto-merge when new commits arrive after it was set.
+            mr.merge_when_pipeline_succeeds = False
+            mr.merge_user = None
+            mr.auto_merge_params = {}
+            self.add_system_note(
+                mr, actor, "aborted the automatic merge because the source branch was updated"
+            )
