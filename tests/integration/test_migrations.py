@@ -11,7 +11,6 @@ from alembic.migration import MigrationContext
 from databases import create_database_from, drop_database
 
 from workqueue.db.engine import build_engine
-from workqueue.db.metadata import target_metadata
 from workqueue.db.migrate import (
     VERSION_TABLE,
     alembic_config,
@@ -20,6 +19,7 @@ from workqueue.db.migrate import (
     upgrade_to_head,
 )
 from workqueue.queue.repository import advisory_lock_key
+from workqueue.schema import target_metadata
 
 
 def _fresh_engine(server_url):

@@ -106,7 +106,7 @@ class WorkItem(Base):
         "polymorphic_load": "selectin",
     }
 
-    __table_args__ = (
+    __table_args__: tuple[Any, ...] = (
         # Claims and the due-time timer only ever look at actionable rows, so
         # their cost follows the amount of due work, not the table size.
         sa.Index(

@@ -86,14 +86,28 @@ def _driver(session: Session) -> psycopg.Connection[Any]:
 # -- enqueueing work ----------------------------------------------------------
 
 
-def mark_actionable(session: Session, item_id: uuid.UUID, item_type: str) -> None:
-    """Flag an item as having work and wake whichever replica handles it."""
+def mark_actionable(
+    session: Session, item_id: uuid.UUID, item_type: str, *, reactivate: bool = False
+) -> None:
+    """Flag an item as having work and wake whichever replica handles it.
+
+    Takes the item's advisory lock, then bumps `updated_at`: the processing
+    loop's idle decision (`go_idle`) checks both, so this work cannot be
+    stranded. Call it after the type-specific writes of the same transaction.
+    `reactivate` also returns a failed or cancelled item to `active` with a
+    clean slate (attempts, error, backoff).
+    """
     lock_item(session, item_id)
     session.execute(
         sa.text(
-            "UPDATE work_items SET actionable = true, updated_at = clock_timestamp() WHERE id = :id"
+            "UPDATE work_items SET actionable = true, updated_at = clock_timestamp(), "
+            "  phase = CASE WHEN :reactivate THEN 'active' ELSE phase END, "
+            "  attempts = CASE WHEN :reactivate THEN 0 ELSE attempts END, "
+            "  error = CASE WHEN :reactivate THEN NULL ELSE error END, "
+            "  next_attempt_at = CASE WHEN :reactivate THEN NULL ELSE next_attempt_at END "
+            "WHERE id = :id"
         ),
-        {"id": item_id},
+        {"id": item_id, "reactivate": reactivate},
     )
     notify_wake(session, item_type, item_id)
 

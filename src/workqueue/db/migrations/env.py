@@ -5,8 +5,8 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import text
 
-from workqueue.db.metadata import target_metadata
 from workqueue.db.migrate import VERSION_TABLE
+from workqueue.schema import target_metadata
 
 config = context.config
 

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from workqueue.queue.models import Base
+from workqueue.types.mr import models as mr_models
+
+# Importing a type's models module maps its detail table onto Base.metadata.
+DETAIL_MODELS = (mr_models.MRWorkItem,)
+
 
 def target_metadata() -> sa.MetaData:
-    from workqueue.queue.models import Base  # noqa: PLC0415 - keep db/ free of import cycles
-
     return Base.metadata

@@ -1,0 +1,71 @@
+"""The `mr_details` table: an MR item's submitted content and what GitLab made of it (DDR-7)."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from workqueue.queue.models import WorkItem
+
+MR_ITEM_TYPE = "mr"
+
+
+class MRDimension(enum.StrEnum):
+    """The `needs_*` dimensions of an MR item, in the decider's priority order."""
+
+    NEEDS_MR = "needs_mr"  # the branch and MR must be brought to the submitted content
+
+
+class CompletionReason(enum.StrEnum):
+    """Why an MR item ended `completed`."""
+
+    MERGED = "merged"  # GitLab merged the MR
+    EMPTY_DIFF = "empty_diff"  # the target already had the content; no MR left open
+
+
+class MRWorkItem(WorkItem):
+    __tablename__ = "mr_details"
+    __mapper_args__ = {"polymorphic_identity": MR_ITEM_TYPE}
+
+    id: Mapped[uuid.UUID] = mapped_column(
+        sa.ForeignKey("work_items.id", ondelete="CASCADE"), primary_key=True
+    )
+    # The submission, as given (the upsert identity is project + source_branch).
+    project: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    source_branch: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    # None until ensure_mr resolves the project's default branch.
+    target_branch: Mapped[str | None] = mapped_column(sa.Text)
+    package: Mapped[str | None] = mapped_column(sa.Text)
+    change_kind: Mapped[str | None] = mapped_column(sa.Text)
+    title: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    description: Mapped[str | None] = mapped_column(sa.Text)
+    labels: Mapped[list[str]] = mapped_column(JSONB, nullable=False, server_default="[]")
+    auto_merge: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, server_default=sa.true())
+    commit_message: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    # Structured, inspectable actions (DDR-9); also the record of what was asked.
+    file_actions: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, nullable=False)
+    content_hash: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    # What GitLab made of it.
+    mr_iid: Mapped[int | None] = mapped_column(sa.Integer)
+    mr_url: Mapped[str | None] = mapped_column(sa.Text)
+    mr_sha: Mapped[str | None] = mapped_column(sa.Text)  # head after our last push
+    head_pipeline_id: Mapped[int | None] = mapped_column(sa.BigInteger)
+    detailed_merge_status: Mapped[str | None] = mapped_column(sa.Text)
+    completion_reason: Mapped[str | None] = mapped_column(sa.Text)
+
+    __table_args__ = (
+        # Upsert lookups and list filters go by the natural identity.
+        sa.Index("ix_mr_details_project_source_branch", "project", "source_branch"),
+        # Webhook resolution by MR and by pipeline.
+        sa.Index("ix_mr_details_project_mr_iid", "project", "mr_iid"),
+        sa.Index(
+            "ix_mr_details_head_pipeline_id",
+            "head_pipeline_id",
+            postgresql_where=sa.text("head_pipeline_id IS NOT NULL"),
+        ),
+    )

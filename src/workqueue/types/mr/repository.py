@@ -1,0 +1,49 @@
+"""SQL of the `mr` type: identity lookups for the upsert (DDR-39/40)."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from workqueue.queue.models import Phase
+from workqueue.types.mr.models import MR_ITEM_TYPE, MRWorkItem
+
+# Namespace of the two-key advisory locks that serialise submissions for one
+# (project, source_branch). Two-key locks never conflict with the engine's
+# single-key per-item locks.
+SUBMISSION_LOCK_NAMESPACE = 0x6D72  # "mr"
+
+
+def idempotency_key(project: str, source_branch: str, generation: int) -> str:
+    return f"{MR_ITEM_TYPE}:{project}:{source_branch}:{generation}"
+
+
+def lock_identity(session: Session, project: str, source_branch: str) -> None:
+    """Serialise submissions for one branch so concurrent ones agree on a single item."""
+    session.execute(
+        sa.text("SELECT pg_advisory_xact_lock(:namespace, hashtext(:identity))"),
+        {"namespace": SUBMISSION_LOCK_NAMESPACE, "identity": f"{project}\n{source_branch}"},
+    )
+
+
+def find_live_item(session: Session, project: str, source_branch: str) -> MRWorkItem | None:
+    """The active or failed item for this branch, if any (at most one: DDR-39)."""
+    return session.scalars(
+        sa.select(MRWorkItem)
+        .where(
+            MRWorkItem.project == project,
+            MRWorkItem.source_branch == source_branch,
+            MRWorkItem.phase.in_([Phase.ACTIVE, Phase.FAILED]),
+        )
+        .execution_options(populate_existing=True)
+    ).one_or_none()
+
+
+def next_generation(session: Session, project: str, source_branch: str) -> int:
+    """One more than the newest generation of this branch's items (1 for the first)."""
+    newest = session.execute(
+        sa.select(sa.func.max(MRWorkItem.generation)).where(
+            MRWorkItem.project == project, MRWorkItem.source_branch == source_branch
+        )
+    ).scalar_one()
+    return 1 if newest is None else int(newest) + 1

@@ -1,0 +1,128 @@
+"""Submitting an MR item: validate, then create or update by branch (DDR-39/40).
+
+Callers submit the state they want; the service works out whether that is a
+new item, nothing new, new content for a live item, or a retry of a failed one.
+The function flushes; the boundary (HTTP request, CLI command) commits, and
+retries on `RETRYABLE_SUBMISSION_ERRORS`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from workqueue.queue import repository as queue_repository
+from workqueue.queue.dimensions import DimensionUpdate
+from workqueue.queue.models import DimensionStatus, Phase
+from workqueue.types.mr import repository
+from workqueue.types.mr.config import MRTypeConfig
+from workqueue.types.mr.models import MR_ITEM_TYPE, MRDimension, MRWorkItem
+from workqueue.types.mr.policy import check_submission, content_hash
+from workqueue.types.mr.schemas import MRWorkItemCreate
+from workqueue.types.mr.violations import Violation
+
+# A lost race on the live-item unique index (DDR-39) or a deadlock with a
+# worker touching the same item: roll back and submit again.
+RETRYABLE_SUBMISSION_ERRORS = (sa.exc.IntegrityError, sa.exc.OperationalError)
+
+
+class SubmitOutcome(enum.StrEnum):
+    """What a submission did (the `outcome` field of the response)."""
+
+    CREATED = "created"  # a new item (first, or a new generation after a terminal one)
+    UNCHANGED = "unchanged"  # the live item already has exactly this content
+    UPDATED = "updated"  # the live item takes the new content; the MR will follow
+    RETRIED = "retried"  # a failed item is reactivated with the submitted content
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    item: MRWorkItem
+    outcome: SubmitOutcome
+
+    @property
+    def created(self) -> bool:
+        return self.outcome is SubmitOutcome.CREATED
+
+
+class SubmissionRejectedError(Exception):
+    """The submission breaks the validation policy; nothing was written."""
+
+    def __init__(self, violations: list[Violation]) -> None:
+        super().__init__("; ".join(f"{'.'.join(map(str, v.loc))}: {v.message}" for v in violations))
+        self.violations = violations
+
+
+def submit_mr(
+    session: Session,
+    submission: MRWorkItemCreate,
+    *,
+    caller_identity: str,
+    config: MRTypeConfig,
+) -> SubmitResult:
+    violations = check_submission(submission, config)
+    if violations:
+        raise SubmissionRejectedError(violations)
+    digest = content_hash(submission)
+    project, branch = submission.project, submission.source_branch
+
+    repository.lock_identity(session, project, branch)
+    existing = repository.find_live_item(session, project, branch)
+    if existing is None:
+        return SubmitResult(
+            _create(session, submission, digest, caller_identity), SubmitOutcome.CREATED
+        )
+    if existing.phase == Phase.ACTIVE and existing.content_hash == digest:
+        return SubmitResult(existing, SubmitOutcome.UNCHANGED)
+
+    outcome = SubmitOutcome.RETRIED if existing.phase == Phase.FAILED else SubmitOutcome.UPDATED
+    _apply_content(existing, submission, digest)
+    session.flush()
+    queue_repository.upsert_dimension(
+        session, existing.id, DimensionUpdate(MRDimension.NEEDS_MR, DimensionStatus.TRUE)
+    )
+    queue_repository.mark_actionable(
+        session, existing.id, MR_ITEM_TYPE, reactivate=outcome is SubmitOutcome.RETRIED
+    )
+    session.refresh(existing)
+    return SubmitResult(existing, outcome)
+
+
+def _create(
+    session: Session, submission: MRWorkItemCreate, digest: str, caller_identity: str
+) -> MRWorkItem:
+    generation = repository.next_generation(session, submission.project, submission.source_branch)
+    item = MRWorkItem(
+        item_type=MR_ITEM_TYPE,
+        phase=Phase.ACTIVE,
+        actionable=True,
+        caller_identity=caller_identity,
+        generation=generation,
+        idempotency_key=repository.idempotency_key(
+            submission.project, submission.source_branch, generation
+        ),
+        project=submission.project,
+        source_branch=submission.source_branch,
+    )
+    _apply_content(item, submission, digest)
+    session.add(item)
+    session.flush()
+    queue_repository.notify_wake(session, MR_ITEM_TYPE, item.id)
+    session.refresh(item)
+    return item
+
+
+def _apply_content(item: MRWorkItem, submission: MRWorkItemCreate, digest: str) -> None:
+    item.target_branch = submission.target_branch
+    item.title = submission.title
+    item.description = submission.description
+    item.commit_message = submission.commit_message
+    item.package = submission.package
+    item.change_kind = submission.change_kind
+    item.labels = list(submission.labels)
+    item.auto_merge = submission.auto_merge
+    item.file_actions = [action.model_dump(mode="json") for action in submission.file_actions]
+    item.content_hash = digest

@@ -1,0 +1,193 @@
+"""Submitting MR items: validation first, then upsert by (project, source_branch)."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import pytest
+import sqlalchemy as sa
+
+from workqueue.db.transactions import run_in_transaction
+from workqueue.queue.models import Phase
+from workqueue.types.mr.config import MRTypeConfig
+from workqueue.types.mr.schemas import MRWorkItemCreate
+from workqueue.types.mr.submit import (
+    RETRYABLE_SUBMISSION_ERRORS,
+    SubmissionRejectedError,
+    SubmitOutcome,
+    submit_mr,
+)
+
+CONFIG = MRTypeConfig()
+
+
+def submission(**overrides) -> MRWorkItemCreate:
+    body = {
+        "project": "group/sub/project",
+        "source_branch": "bot/sync-kernel",
+        "title": "Sync kernel sources",
+        "commit_message": "Sync sources from upstream",
+        "labels": ["bot"],
+        "file_actions": [
+            {"action": "update", "file_path": "kernel.spec", "content": "Version: 1\n"},
+        ],
+    }
+    body.update(overrides)
+    return MRWorkItemCreate.model_validate(body)
+
+
+def submit(sessions, body: MRWorkItemCreate, caller: str = "system:serviceaccount:ns:bot"):
+    return run_in_transaction(
+        sessions,
+        lambda session: submit_mr(session, body, caller_identity=caller, config=CONFIG),
+        retry_on=RETRYABLE_SUBMISSION_ERRORS,
+        attempts=5,
+    )
+
+
+def rows(sessions, sql: str, **params):
+    with sessions() as session:
+        return session.execute(sa.text(sql), params).all()
+
+
+def test_first_submission_creates_an_actionable_item(sessions):
+    result = submit(sessions, submission())
+    assert result.outcome is SubmitOutcome.CREATED
+    item = result.item
+    assert (item.phase, item.actionable, item.generation) == (Phase.ACTIVE, True, 1)
+    assert item.idempotency_key == "mr:group/sub/project:bot/sync-kernel:1"
+    assert item.caller_identity == "system:serviceaccount:ns:bot"
+    assert item.content_hash.startswith("sha256:")
+    (detail,) = rows(sessions, "SELECT title, labels, file_actions FROM mr_details")
+    assert detail.title == "Sync kernel sources"
+    assert detail.labels == ["bot"]
+    assert detail.file_actions == [
+        {
+            "action": "update",
+            "file_path": "kernel.spec",
+            "content": "Version: 1\n",
+            "encoding": "text",
+        }
+    ]
+
+
+def test_same_content_again_is_unchanged_and_writes_nothing(sessions):
+    first = submit(sessions, submission())
+    before = rows(sessions, "SELECT updated_at, xmin::text FROM work_items")
+    again = submit(sessions, submission(), caller="someone-else")
+    assert again.outcome is SubmitOutcome.UNCHANGED
+    assert again.item.id == first.item.id
+    assert rows(sessions, "SELECT updated_at, xmin::text FROM work_items") == before
+    assert rows(sessions, "SELECT count(*) FROM work_item_statuses") == [(0,)]
+
+
+def test_new_content_updates_the_live_item_and_asks_for_the_mr_again(sessions):
+    first = submit(sessions, submission())
+    with sessions() as session:
+        session.execute(sa.text("UPDATE work_items SET actionable = false"))
+        session.execute(
+            sa.text(
+                "INSERT INTO work_item_statuses (work_item_id, dimension, variant, status) "
+                "VALUES (:id, 'needs_mr', '', 'false')"
+            ),
+            {"id": first.item.id},
+        )
+        session.commit()
+    updated = submit(sessions, submission(title="Sync kernel sources (v2)"))
+    assert updated.outcome is SubmitOutcome.UPDATED
+    assert updated.item.id == first.item.id
+    assert updated.item.actionable is True
+    assert updated.item.content_hash != first.item.content_hash
+    assert rows(sessions, "SELECT status FROM work_item_statuses") == [("true",)]
+    assert rows(sessions, "SELECT title FROM mr_details") == [("Sync kernel sources (v2)",)]
+
+
+def test_a_failed_item_is_retried_with_the_new_content(sessions):
+    first = submit(sessions, submission())
+    with sessions() as session:
+        session.execute(
+            sa.text(
+                "UPDATE work_items SET phase = 'failed', attempts = 5, error = 'boom', "
+                "actionable = false, next_attempt_at = now()"
+            )
+        )
+        session.commit()
+    retried = submit(sessions, submission())  # same content: failed items retry anyway
+    assert retried.outcome is SubmitOutcome.RETRIED
+    assert retried.item.id == first.item.id
+    item = retried.item
+    assert (item.phase, item.attempts, item.error, item.actionable) == (Phase.ACTIVE, 0, None, True)
+    assert item.next_attempt_at is None
+
+
+@pytest.mark.parametrize("terminal", ["completed", "cancelled"])
+def test_after_a_terminal_item_a_new_generation_starts(sessions, terminal):
+    first = submit(sessions, submission())
+    with sessions() as session:
+        session.execute(sa.text("UPDATE work_items SET phase = :phase"), {"phase": terminal})
+        session.commit()
+    second = submit(sessions, submission())
+    assert second.outcome is SubmitOutcome.CREATED
+    assert second.item.id != first.item.id
+    assert second.item.generation == 2
+    assert second.item.idempotency_key == "mr:group/sub/project:bot/sync-kernel:2"
+    assert rows(sessions, "SELECT phase, generation FROM work_items ORDER BY generation") == [
+        (terminal, 1),
+        ("active", 2),
+    ]
+
+
+def test_identity_is_project_and_branch_exactly_as_given(sessions):
+    submit(sessions, submission())
+    other_branch = submit(sessions, submission(source_branch="bot/other"))
+    numeric_project = submit(sessions, submission(project="1234"))
+    assert other_branch.outcome is numeric_project.outcome is SubmitOutcome.CREATED
+    assert rows(sessions, "SELECT count(*) FROM work_items") == [(3,)]
+
+
+def test_policy_violations_store_nothing(sessions):
+    blocked = submission(
+        file_actions=[{"action": "delete", "file_path": ".gitlab-ci.yml"}],
+    )
+    with pytest.raises(SubmissionRejectedError) as caught:
+        submit(sessions, blocked)
+    assert [violation.loc for violation in caught.value.violations] == [
+        ("body", "file_actions", 0, "file_path")
+    ]
+    assert rows(sessions, "SELECT count(*) FROM work_items") == [(0,)]
+
+
+def _race(sessions, bodies) -> Counter:
+    outcomes: Counter = Counter()
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(len(bodies))
+
+    def one(body) -> None:
+        barrier.wait()
+        try:
+            outcomes[submit(sessions, body).outcome] += 1
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=one, args=(body,)) for body in bodies]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    return outcomes
+
+
+def test_twenty_concurrent_identical_submissions_make_one_item(sessions):
+    outcomes = _race(sessions, [submission()] * 20)
+    assert outcomes == {SubmitOutcome.CREATED: 1, SubmitOutcome.UNCHANGED: 19}
+    assert rows(sessions, "SELECT count(*) FROM work_items") == [(1,)]
+
+
+def test_twenty_concurrent_different_submissions_still_make_one_item(sessions):
+    bodies = [submission(title=f"Sync {n}") for n in range(20)]
+    outcomes = _race(sessions, bodies)
+    assert outcomes[SubmitOutcome.CREATED] == 1
+    assert outcomes[SubmitOutcome.UPDATED] + outcomes[SubmitOutcome.UNCHANGED] == 19
+    assert rows(sessions, "SELECT count(*) FROM work_items") == [(1,)]
