@@ -26,7 +26,7 @@ from workqueue.queue.audit import AuditEntry, AuditLog
 AUDIT_LOGGER = "workqueue.audit"
 REGION = "us-east-1"
 ACCESS_KEY = "AKIAAUDITTESTDUMMY01"
-SECRET_KEY = "audit-test-dummy-secret-2d1f0c9e7b"  # noqa: S105 - a dummy for moto
+SECRET_KEY = "audit-test-dummy-secret-2d1f0c9e7b"
 KEY_PATTERN = re.compile(r"^audit/\d{4}/\d{2}/\d{2}/\d{2}/\d{2}/[0-9a-f-]{36}\.json\.gz$")
 
 

@@ -27,7 +27,7 @@ INITIAL_FILES = {
 
 @pytest.fixture
 def sim() -> Iterator[GitLabSimulator]:
-    simulator = GitLabSimulator(token="test-token")  # noqa: S106 - a test token, not a secret
+    simulator = GitLabSimulator(token="test-token")
     simulator.start()
     try:
         yield simulator

@@ -28,7 +28,7 @@ def test_requests_without_a_valid_token_are_401(sim, project_id, client_factory)
     assert caught.value.error_message == "401 Unauthorized"
 
     with pytest.raises(gitlab.GitlabAuthenticationError):
-        client_factory(private_token="wrong").projects.get(project_id)  # noqa: S106
+        client_factory(private_token="wrong").projects.get(project_id)
 
     bearer = client_factory(private_token=None, oauth_token=sim.token)
     assert bearer.projects.get(project_id).id == project_id

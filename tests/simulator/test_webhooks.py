@@ -152,7 +152,7 @@ def test_webhooks_are_posted_with_gitlab_headers(sim, project_id, world, receive
         response = sim.send_webhook(
             receiver.url,
             payload,
-            secret_token="s3cret",  # noqa: S106 - a test value
+            secret_token="s3cret",
             event_uuid=event_uuid,
         )
         assert response.status_code == 200

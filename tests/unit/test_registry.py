@@ -5,7 +5,7 @@ import pytest
 from workqueue.queue.errors import DuplicateRegistrationError, UnknownItemTypeError
 from workqueue.queue.models import WorkItem
 from workqueue.queue.registry import TypeRegistry
-from workqueue.types.catalog import UnknownHandledTypeError, build_registry
+from workqueue.types.catalog import HandledTypeError, InstallContext, build_registry
 
 
 def decide(item, dimensions):
@@ -59,16 +59,33 @@ def test_resolvers_are_found_per_event_type():
 def test_build_registry_installs_the_handled_types_only():
     installed = []
 
-    def install(registry, section):
+    def install(registry, section, context):
+        assert context == InstallContext(gitlab_token="t")
         installed.append(dict(section))
         registry.register("mine", model=WorkItem, decider=decide)
 
-    registry = build_registry({"mine": {"option": 1}}, {"mine": install, "theirs": install})
+    registry = build_registry(
+        {"mine": {"option": 1}},
+        InstallContext(gitlab_token="t"),
+        available={"mine": install, "theirs": install},
+    )
     assert registry.item_types == frozenset({"mine"})
     assert installed == [{"option": 1}]
-    assert build_registry({}, {"mine": install}).item_types == frozenset()
+    assert build_registry({}, available={"mine": install}).item_types == frozenset()
 
 
 def test_build_registry_rejects_unknown_types():
-    with pytest.raises(UnknownHandledTypeError, match=r"handled_types\.nope: unknown item type"):
-        build_registry({"nope": None}, {})
+    with pytest.raises(HandledTypeError, match=r"handled_types\.nope: unknown item type"):
+        build_registry({"nope": None}, available={})
+
+
+def test_mr_section_errors_name_the_field():
+    with pytest.raises(HandledTypeError, match=r"handled_types\.mr\.max_actions: "):
+        build_registry({"mr": {"max_actions": 0}}, InstallContext(gitlab_token="t"))
+    with pytest.raises(HandledTypeError, match=r"handled_types\.mr\.colour: Extra inputs"):
+        build_registry({"mr": {"colour": "blue"}}, InstallContext(gitlab_token="t"))
+
+
+def test_mr_needs_a_gitlab_token():
+    with pytest.raises(HandledTypeError, match="WORKQUEUE_SERVICE_GITLAB_TOKEN"):
+        build_registry({"mr": {}}, InstallContext())

@@ -21,7 +21,7 @@ from workqueue.queue.audit import AuditLog, ObjectStore
 from workqueue.queue.processing import ProcessingManager
 from workqueue.queue.registry import TypeRegistry
 from workqueue.settings import Settings
-from workqueue.types.catalog import build_registry
+from workqueue.types.catalog import build_registry, install_context
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def create_app(
             raise ValueError("no database: set DATABASE_URL or pass database_url")
         database_url = normalize_database_url(settings.database_url)
     url = database_url
-    registry = build_registry(config.handled_types)
+    registry = build_registry(config.handled_types, install_context(settings))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -24,7 +24,7 @@ from workqueue.cli.database import (
 from workqueue.config import ConfigError, ServiceConfig, describe_validation_error, load_config
 from workqueue.db.url import InvalidDatabaseURLError
 from workqueue.settings import Settings
-from workqueue.types.catalog import UnknownHandledTypeError, build_registry
+from workqueue.types.catalog import HandledTypeError, build_registry, install_context
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -66,10 +66,10 @@ def _config(settings: Settings) -> ServiceConfig:
     """Load the file and validate every type's section before anything touches the database."""
     try:
         config = load_config(settings.config_path)
-        build_registry(config.handled_types)
+        build_registry(config.handled_types, install_context(settings))
     except ConfigError as error:
         raise _fail(f"invalid configuration: {error}", EXIT_USAGE) from None
-    except UnknownHandledTypeError as error:
+    except HandledTypeError as error:
         raise _fail(f"invalid configuration: {settings.config_path}: {error}", EXIT_USAGE) from None
     return config
 

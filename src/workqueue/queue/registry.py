@@ -52,6 +52,8 @@ class ItemTypeRegistration:
     item_type: str
     model: type[WorkItem]
     decider: Decider
+    # The type's own validated configuration, for its API and CLI code.
+    config: object = None
     executors: dict[str, Executor] = field(default_factory=dict)
     event_handlers: dict[str, EventHandler] = field(default_factory=dict)
     resolvers: dict[str, Resolver] = field(default_factory=dict)
@@ -81,10 +83,12 @@ class TypeRegistry:
         self._types: dict[str, ItemTypeRegistration] = {}
 
     def register(
-        self, item_type: str, *, model: type[WorkItem], decider: Decider
+        self, item_type: str, *, model: type[WorkItem], decider: Decider, config: object = None
     ) -> ItemTypeRegistration:
         """Add a type; returns its registration to attach executors, handlers and resolvers."""
-        registration = ItemTypeRegistration(item_type=item_type, model=model, decider=decider)
+        registration = ItemTypeRegistration(
+            item_type=item_type, model=model, decider=decider, config=config
+        )
         _add_unique(self._types, item_type, registration, "item type")
         return registration
 

@@ -8,32 +8,68 @@ event handlers and resolvers into a fresh `TypeRegistry`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from workqueue.queue.registry import TypeRegistry
+from pydantic import ValidationError
 
-TypeInstaller = Callable[[TypeRegistry, Mapping[str, Any]], None]
+from workqueue.queue.registry import TypeRegistry
+from workqueue.settings import Settings
+
+
+@dataclass(frozen=True)
+class InstallContext:
+    """What types may need from the process environment (secrets, test doubles)."""
+
+    gitlab_token: str | None = None
+    # Builds the GitLab client for a base URL and token; tests pass one that
+    # points at the simulator. None: the real client.
+    gitlab_client_factory: Callable[[str, str], Any] | None = None
+
+
+def install_context(settings: Settings) -> InstallContext:
+    token = settings.gitlab_token.get_secret_value() if settings.gitlab_token else None
+    return InstallContext(gitlab_token=token)
+
+
+TypeInstaller = Callable[[TypeRegistry, Mapping[str, Any], InstallContext], None]
 """Validates a type's config section and registers the type."""
 
-KNOWN_TYPES: dict[str, TypeInstaller] = {}
+
+class HandledTypeError(ValueError):
+    """handled_types names an unknown type, or a type's section is invalid."""
 
 
-class UnknownHandledTypeError(ValueError):
-    """handled_types names a type this build does not have."""
+def known_types() -> dict[str, TypeInstaller]:
+    # Imported here so that listing the catalog does not import every type's
+    # dependencies at module import time.
+    from workqueue.types.mr.install import install_mr  # noqa: PLC0415
+
+    return {"mr": install_mr}
 
 
 def build_registry(
     handled_types: Mapping[str, Mapping[str, Any] | None],
-    known_types: Mapping[str, TypeInstaller] | None = None,
+    context: InstallContext | None = None,
+    *,
+    available: Mapping[str, TypeInstaller] | None = None,
 ) -> TypeRegistry:
-    known = KNOWN_TYPES if known_types is None else known_types
+    installers = known_types() if available is None else available
     registry = TypeRegistry()
     for item_type, section in handled_types.items():
-        installer = known.get(item_type)
+        installer = installers.get(item_type)
         if installer is None:
-            available = ", ".join(sorted(known)) or "none"
-            raise UnknownHandledTypeError(
-                f"handled_types.{item_type}: unknown item type (available: {available})"
+            names = ", ".join(sorted(installers)) or "none"
+            raise HandledTypeError(
+                f"handled_types.{item_type}: unknown item type (available: {names})"
             )
-        installer(registry, section or {})
+        try:
+            installer(registry, section or {}, context or InstallContext())
+        except ValidationError as error:
+            problems = "; ".join(
+                f"handled_types.{item_type}.{'.'.join(str(p) for p in detail['loc'])}: "
+                f"{detail['msg']}"
+                for detail in error.errors()
+            )
+            raise HandledTypeError(problems) from None
     return registry

@@ -1,0 +1,379 @@
+"""`GitLabClient`: the GitLab operations the service performs, typed, over python-gitlab.
+
+Each method is one HTTP call (a list follows every page), made once with a timeout:
+retrying is the engine's job. Failures arrive as `RetryableGitLabError` or
+`PermanentGitLabError` (see `errors.py`); nothing from python-gitlab or requests
+escapes, and results are frozen dataclasses (`models.py`), never python-gitlab objects.
+
+Projects are addressed by path (`group/subgroup/name`) or numeric id; paths, branch
+names and refs are percent-encoded with `/` as `%2F`, as GitLab's router requires.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any, Self
+from urllib.parse import quote
+
+import gitlab
+
+from workqueue.gitlab.errors import PermanentGitLabError
+from workqueue.gitlab.models import (
+    BranchInfo,
+    CommitInfo,
+    CompareInfo,
+    JobInfo,
+    MergeRequestInfo,
+    PipelineInfo,
+    ProjectInfo,
+    parse_branch,
+    parse_commit,
+    parse_compare,
+    parse_job,
+    parse_merge_request,
+    parse_note_id,
+    parse_pipeline,
+    parse_project,
+)
+from workqueue.gitlab.transport import OnCall, Transport
+
+ProjectRef = str | int
+
+DEFAULT_TIMEOUT_SECONDS = 30.0
+_BRANCH_NOT_FOUND = "404 Branch Not Found"
+
+
+def _enc(value: str | int) -> str:
+    return quote(str(value), safe="")
+
+
+def _labels(labels: Sequence[str]) -> str:
+    # GitLab's `labels` is comma-separated; an empty string clears them on update.
+    return ",".join(labels)
+
+
+_UPDATE_TEXT_FIELDS = frozenset({"title", "description", "target_branch"})
+_UPDATE_LABEL_FIELDS = frozenset({"labels", "add_labels", "remove_labels"})
+_UPDATE_FLAG_FIELDS = frozenset({"remove_source_branch", "squash", "discussion_locked"})
+
+
+def _update_value(name: str, value: object) -> str | bool:
+    if name in _UPDATE_TEXT_FIELDS and isinstance(value, str):
+        return value
+    if name in _UPDATE_FLAG_FIELDS and isinstance(value, bool):
+        return value
+    if (
+        name in _UPDATE_LABEL_FIELDS
+        and isinstance(value, Sequence)
+        and not isinstance(value, str)
+        and all(isinstance(label, str) for label in value)
+    ):
+        return _labels([str(label) for label in value])
+    known = _UPDATE_TEXT_FIELDS | _UPDATE_LABEL_FIELDS | _UPDATE_FLAG_FIELDS
+    if name not in known:
+        raise TypeError(f"update_merge_request got an unknown field {name!r}")
+    raise TypeError(f"update_merge_request: bad value for {name!r}: {value!r}")
+
+
+class GitLabClient:
+    """Typed access to one GitLab instance with one token.
+
+    `gl` replaces the python-gitlab instance the client would build (tests);
+    `on_call(operation, status)` is called after every call (see `transport.py`).
+    The token is used for authentication and to scrub error messages; it is
+    never logged, stored in errors, or shown by `repr`.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        gl: gitlab.Gitlab | None = None,
+        on_call: OnCall | None = None,
+    ) -> None:
+        self._owns_gl = gl is None
+        if gl is None:
+            gl = gitlab.Gitlab(
+                url,
+                private_token=token,
+                timeout=timeout,
+                retry_transient_errors=False,
+                # Follow `Link` pagination on our base URL even if GitLab's external_url differs.
+                keep_base_url=True,
+            )
+        self._gl = gl
+        self._transport = Transport(gl, timeout=timeout, secrets=(token,), on_call=on_call)
+        self._projects: dict[str, ProjectInfo] = {}
+        self._projects_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"GitLabClient(url={self._transport.url!r})"
+
+    def close(self) -> None:
+        """Detach from the python-gitlab session; close it if this client created it."""
+        self._transport.detach()
+        if self._owns_gl:
+            self._gl.session.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- projects and branches -------------------------------------------------------------
+
+    def project(self, project: ProjectRef) -> ProjectInfo:
+        """The project (id, path, default branch), fetched once per client and key.
+
+        Two threads asking for the same uncached project at once may both fetch it;
+        both get an equal result.
+        """
+        key = str(project)
+        with self._projects_lock:
+            cached = self._projects.get(key)
+        if cached is not None:
+            return cached
+        info = self._transport.get("projects.get", f"/projects/{_enc(project)}", parse_project)
+        with self._projects_lock:
+            return self._projects.setdefault(key, info)
+
+    def branch(self, project: ProjectRef, name: str) -> BranchInfo | None:
+        """The branch, or None when it does not exist (a missing project still raises)."""
+        try:
+            return self._transport.get(
+                "branches.get", f"{self._repo(project)}/branches/{_enc(name)}", parse_branch
+            )
+        except PermanentGitLabError as error:
+            if error.status == 404 and error.message == _BRANCH_NOT_FOUND:
+                return None
+            raise
+
+    def delete_branch(self, project: ProjectRef, name: str) -> bool:
+        """Delete a branch; False when it was already gone."""
+        try:
+            self._transport.delete(
+                "branches.delete", f"{self._repo(project)}/branches/{_enc(name)}"
+            )
+        except PermanentGitLabError as error:
+            if error.status == 404 and error.message == _BRANCH_NOT_FOUND:
+                return False
+            raise
+        return True
+
+    def commit(
+        self,
+        project: ProjectRef,
+        *,
+        branch: str,
+        message: str,
+        actions: Sequence[Mapping[str, object]],
+        start_branch: str | None = None,
+        force: bool = False,
+    ) -> CommitInfo:
+        """One commit with `actions` (GitLab's format, see `models.CommitAction`) on `branch`.
+
+        With `start_branch`, the commit is built on that branch's head and `branch` is
+        created if missing; with `force=True` as well, an existing `branch` is reset to
+        that new commit, so it holds exactly start_branch + these actions.
+        """
+        data: dict[str, Any] = {
+            "branch": branch,
+            "commit_message": message,
+            "actions": [dict(action) for action in actions],
+        }
+        if start_branch is not None:
+            data["start_branch"] = start_branch
+        if force:
+            data["force"] = True
+        return self._transport.post(
+            "commits.create", f"{self._repo(project)}/commits", parse_commit, data
+        )
+
+    def compare(
+        self, project: ProjectRef, from_ref: str, to_ref: str, *, straight: bool = False
+    ) -> CompareInfo:
+        """What `to_ref` adds over `from_ref`: call it as compare(target, source).
+
+        Default `straight=False` (GitLab's default): the diff runs from
+        merge-base(from, to) to `to`, which is exactly the MR's diff ("Changes") and
+        what merging `to` into `from` would add. `diffs_count == 0` therefore means the
+        MR would be empty, even when the target moved on after the branch was built.
+        `straight=True` diffs the two trees directly (any difference, including target
+        commits the source lacks). Both are safe for empty-diff detection: an empty
+        result means a merge would change nothing. Check `differs`, which also treats a
+        GitLab-side compare timeout as "differs" rather than as empty.
+        """
+        query = {"from": from_ref, "to": to_ref, "straight": straight}
+        return self._transport.get(
+            "repository.compare", f"{self._repo(project)}/compare", parse_compare, query=query
+        )
+
+    # -- merge requests ----------------------------------------------------------------------
+
+    def open_merge_requests(
+        self, project: ProjectRef, source_branch: str, target_branch: str | None = None
+    ) -> list[MergeRequestInfo]:
+        """Open MRs from `source_branch` (optionally into `target_branch`), newest first.
+
+        List entries carry no head pipeline: `head_pipeline_*` are None.
+        """
+        query: dict[str, Any] = {"state": "opened", "source_branch": source_branch}
+        if target_branch is not None:
+            query["target_branch"] = target_branch
+        return self._transport.get_all(
+            "merge_requests.list",
+            f"/projects/{_enc(project)}/merge_requests",
+            parse_merge_request,
+            query=query,
+        )
+
+    def merge_request(self, project: ProjectRef, iid: int) -> MergeRequestInfo:
+        return self._transport.get(
+            "merge_requests.get", self._mr(project, iid), parse_merge_request
+        )
+
+    def create_merge_request(
+        self,
+        project: ProjectRef,
+        *,
+        source_branch: str,
+        target_branch: str,
+        title: str,
+        description: str = "",
+        labels: Sequence[str] = (),
+        remove_source_branch: bool = True,
+    ) -> MergeRequestInfo:
+        """Open an MR. A second open MR for the same branches is a 409 (permanent)."""
+        data = {
+            "source_branch": source_branch,
+            "target_branch": target_branch,
+            "title": title,
+            "description": description,
+            "labels": _labels(labels),
+            "remove_source_branch": remove_source_branch,
+        }
+        return self._transport.post(
+            "merge_requests.create",
+            f"/projects/{_enc(project)}/merge_requests",
+            parse_merge_request,
+            data,
+        )
+
+    def update_merge_request(
+        self, project: ProjectRef, iid: int, **fields: object
+    ) -> MergeRequestInfo:
+        """Change the given fields; the others stay as they are.
+
+        Accepted: `title`, `description`, `target_branch` (str); `labels` (replaces
+        the set), `add_labels`, `remove_labels` (sequences of str);
+        `remove_source_branch`, `squash`, `discussion_locked` (bool). Anything else,
+        or no field at all, is a `TypeError`/`ValueError` before any HTTP request.
+        """
+        if not fields:
+            raise ValueError("update_merge_request needs at least one field to change")
+        data = {name: _update_value(name, value) for name, value in fields.items()}
+        return self._transport.put(
+            "merge_requests.update", self._mr(project, iid), parse_merge_request, data
+        )
+
+    def close_merge_request(self, project: ProjectRef, iid: int) -> MergeRequestInfo:
+        """Close the MR (closing a closed MR is a no-op that returns it)."""
+        return self._transport.put(
+            "merge_requests.close",
+            self._mr(project, iid),
+            parse_merge_request,
+            {"state_event": "close"},
+        )
+
+    def merge(self, project: ProjectRef, iid: int, *, sha: str) -> MergeRequestInfo:
+        """Merge now, only if the source head is still `sha` (never auto-merge).
+
+        Refusals the caller must tell apart (all `PermanentGitLabError`, by `status`):
+        405 not mergeable now (draft, closed, pipeline or approvals missing, ...),
+        409 the head is no longer `sha`, 422 (406 before GitLab 16) the merge was
+        attempted and failed, e.g. a race with the target branch.
+        """
+        return self._transport.put(
+            "merge_requests.merge",
+            f"{self._mr(project, iid)}/merge",
+            parse_merge_request,
+            {"sha": sha},
+        )
+
+    def add_note(self, project: ProjectRef, iid: int, body: str) -> int:
+        """Comment on the MR; returns the note id."""
+        return self._transport.post(
+            "notes.create", f"{self._mr(project, iid)}/notes", parse_note_id, {"body": body}
+        )
+
+    # -- pipelines and jobs ------------------------------------------------------------------
+
+    def pipeline(self, project: ProjectRef, pipeline_id: int) -> PipelineInfo:
+        return self._transport.get(
+            "pipelines.get", f"/projects/{_enc(project)}/pipelines/{pipeline_id}", parse_pipeline
+        )
+
+    def pipeline_jobs(
+        self, project: ProjectRef, pipeline_id: int, *, include_retried: bool = False
+    ) -> list[JobInfo]:
+        """The pipeline's jobs, every page; retried (superseded) jobs only if asked."""
+        query = {"include_retried": True} if include_retried else {}
+        return self._transport.get_all(
+            "pipeline_jobs.list",
+            f"/projects/{_enc(project)}/pipelines/{pipeline_id}/jobs",
+            parse_job,
+            query=query,
+        )
+
+    def job(self, project: ProjectRef, job_id: int) -> JobInfo:
+        return self._transport.get("jobs.get", self._job(project, job_id), parse_job)
+
+    def retry_job(self, project: ProjectRef, job_id: int) -> JobInfo:
+        """Retry a finished job; returns the NEW job (a new id). Not retryable → 403."""
+        return self._transport.post(
+            "jobs.retry", f"{self._job(project, job_id)}/retry", parse_job, {}
+        )
+
+    def job_trace_tail(self, project: ProjectRef, job_id: int, max_bytes: int) -> str:
+        """The last `max_bytes` bytes of the job log, decoded as UTF-8 with errors replaced.
+
+        The log is streamed and only the tail is kept, so memory stays bounded by
+        `max_bytes` whatever the log size. A character cut by the start of the window
+        is dropped rather than shown as a replacement character.
+        """
+        if max_bytes <= 0:
+            raise ValueError("max_bytes must be positive")
+        tail, truncated = self._transport.get_tail(
+            "jobs.trace", f"{self._job(project, job_id)}/trace", max_bytes
+        )
+        if truncated:
+            # Skip UTF-8 continuation bytes (10xxxxxx) left over from a cut character.
+            start = 0
+            while start < min(3, len(tail)) and tail[start] & 0xC0 == 0x80:
+                start += 1
+            tail = tail[start:]
+        return tail.decode("utf-8", errors="replace")
+
+    # -- paths -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _repo(project: ProjectRef) -> str:
+        return f"/projects/{_enc(project)}/repository"
+
+    @staticmethod
+    def _mr(project: ProjectRef, iid: int) -> str:
+        return f"/projects/{_enc(project)}/merge_requests/{int(iid)}"
+
+    @staticmethod
+    def _job(project: ProjectRef, job_id: int) -> str:
+        return f"/projects/{_enc(project)}/jobs/{int(job_id)}"

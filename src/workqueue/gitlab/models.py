@@ -1,0 +1,289 @@
+"""What the client returns: small frozen dataclasses read from GitLab's JSON.
+
+The readers are the only place that touches GitLab's untyped JSON; a missing or
+mistyped field raises `ResponseShapeError` (classified as permanent) instead of
+leaking a KeyError or a half-filled object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NotRequired, TypedDict
+
+from workqueue.gitlab.errors import ResponseShapeError
+
+
+class CommitAction(TypedDict):
+    """One entry of the Commits API `actions[]`, in GitLab's own format."""
+
+    action: str  # create | update | delete | move | chmod
+    file_path: str
+    previous_path: NotRequired[str]
+    content: NotRequired[str]
+    encoding: NotRequired[str]  # text (default) | base64
+    execute_filemode: NotRequired[bool]
+    last_commit_id: NotRequired[str]
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectInfo:
+    id: int
+    path_with_namespace: str
+    default_branch: str | None  # None only for a project with an empty repository
+    web_url: str
+
+
+@dataclass(frozen=True, slots=True)
+class BranchInfo:
+    name: str
+    sha: str
+    protected: bool
+    default: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CommitInfo:
+    sha: str
+    title: str
+    parent_ids: tuple[str, ...]
+    web_url: str
+
+
+@dataclass(frozen=True, slots=True)
+class MergeRequestInfo:
+    """An MR. The `head_pipeline_*` fields are None in list results: GitLab lists omit them."""
+
+    iid: int
+    web_url: str
+    state: str  # opened | closed | merged | locked
+    draft: bool
+    sha: str | None  # head of the source branch as the MR last saw it
+    source_branch: str
+    target_branch: str
+    title: str
+    description: str
+    labels: tuple[str, ...]
+    detailed_merge_status: str | None
+    head_pipeline_id: int | None
+    head_pipeline_sha: str | None
+    head_pipeline_status: str | None
+    merge_commit_sha: str | None
+    merge_error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CompareInfo:
+    """Result of `repository/compare` (see `GitLabClient.compare` for the semantics)."""
+
+    diffs_count: int
+    commit_shas: tuple[str, ...]  # commits in `to` but not in `from`, oldest first
+    changed_paths: tuple[str, ...]
+    same_ref: bool
+    timed_out: bool  # GitLab gave up computing the diff: `diffs` may be incomplete
+
+    @property
+    def differs(self) -> bool:
+        """True unless GitLab positively reported no difference (a timeout counts as one)."""
+        return self.diffs_count > 0 or self.timed_out
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineInfo:
+    id: int
+    sha: str
+    status: str
+    ref: str
+    source: str | None
+    web_url: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    id: int
+    name: str
+    stage: str
+    status: str
+    failure_reason: str | None  # GitLab sends it only when status == "failed"
+    pipeline_id: int
+    sha: str
+    ref: str
+    allow_failure: bool
+    web_url: str
+
+
+class _Fields:
+    """Typed reads from one JSON object, naming the object and field on failure."""
+
+    def __init__(self, data: Any, what: str) -> None:
+        if not isinstance(data, Mapping):
+            raise ResponseShapeError(f"{what}: expected a JSON object, got {type(data).__name__}")
+        self._data: Mapping[str, Any] = data
+        self._what = what
+
+    def _fail(self, key: str, expected: str) -> ResponseShapeError:
+        found = type(self._data.get(key)).__name__ if key in self._data else "nothing"
+        return ResponseShapeError(f"{self._what}.{key}: expected {expected}, got {found}")
+
+    def text(self, key: str) -> str:
+        value = self._data.get(key)
+        if not isinstance(value, str):
+            raise self._fail(key, "a string")
+        return value
+
+    def opt_text(self, key: str) -> str | None:
+        value = self._data.get(key)
+        if value is not None and not isinstance(value, str):
+            raise self._fail(key, "a string or null")
+        return value
+
+    def integer(self, key: str) -> int:
+        value = self._data.get(key)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise self._fail(key, "an integer")
+        return value
+
+    def flag(self, key: str, *, default: bool = False) -> bool:
+        value = self._data.get(key, default)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self._fail(key, "a boolean")
+        return value
+
+    def child(self, key: str) -> _Fields | None:
+        value = self._data.get(key)
+        if value is None:
+            return None
+        return _Fields(value, f"{self._what}.{key}")
+
+    def texts(self, key: str) -> tuple[str, ...]:
+        value = self._data.get(key)
+        if value is None:
+            return ()
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise self._fail(key, "a list of strings")
+        return tuple(value)
+
+    def objects(self, key: str) -> list[_Fields]:
+        value = self._data.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self._fail(key, "a list")
+        return [_Fields(item, f"{self._what}.{key}[{n}]") for n, item in enumerate(value)]
+
+
+def parse_project(data: Any) -> ProjectInfo:
+    fields = _Fields(data, "project")
+    return ProjectInfo(
+        id=fields.integer("id"),
+        path_with_namespace=fields.text("path_with_namespace"),
+        default_branch=fields.opt_text("default_branch"),
+        web_url=fields.text("web_url"),
+    )
+
+
+def parse_branch(data: Any) -> BranchInfo:
+    fields = _Fields(data, "branch")
+    commit = fields.child("commit")
+    if commit is None:
+        raise ResponseShapeError("branch.commit: expected an object, got nothing")
+    return BranchInfo(
+        name=fields.text("name"),
+        sha=commit.text("id"),
+        protected=fields.flag("protected"),
+        default=fields.flag("default"),
+    )
+
+
+def parse_commit(data: Any) -> CommitInfo:
+    fields = _Fields(data, "commit")
+    return CommitInfo(
+        sha=fields.text("id"),
+        title=fields.opt_text("title") or "",
+        parent_ids=fields.texts("parent_ids"),
+        web_url=fields.opt_text("web_url") or "",
+    )
+
+
+def parse_merge_request(data: Any) -> MergeRequestInfo:
+    fields = _Fields(data, "merge_request")
+    pipeline = fields.child("head_pipeline")
+    # `draft` replaced `work_in_progress` (GitLab 14); read whichever is there.
+    draft = fields.flag("draft", default=fields.flag("work_in_progress"))
+    return MergeRequestInfo(
+        iid=fields.integer("iid"),
+        web_url=fields.text("web_url"),
+        state=fields.text("state"),
+        draft=draft,
+        sha=fields.opt_text("sha"),
+        source_branch=fields.text("source_branch"),
+        target_branch=fields.text("target_branch"),
+        title=fields.text("title"),
+        description=fields.opt_text("description") or "",
+        labels=fields.texts("labels"),
+        detailed_merge_status=fields.opt_text("detailed_merge_status"),
+        head_pipeline_id=pipeline.integer("id") if pipeline else None,
+        head_pipeline_sha=pipeline.opt_text("sha") if pipeline else None,
+        head_pipeline_status=pipeline.opt_text("status") if pipeline else None,
+        merge_commit_sha=fields.opt_text("merge_commit_sha"),
+        merge_error=fields.opt_text("merge_error"),
+    )
+
+
+def parse_compare(data: Any) -> CompareInfo:
+    fields = _Fields(data, "compare")
+    diffs = fields.objects("diffs")
+    paths: list[str] = []
+    for diff in diffs:
+        for key in ("old_path", "new_path"):
+            path = diff.opt_text(key)
+            if path is not None and path not in paths:
+                paths.append(path)
+    return CompareInfo(
+        diffs_count=len(diffs),
+        commit_shas=tuple(commit.text("id") for commit in fields.objects("commits")),
+        changed_paths=tuple(paths),
+        same_ref=fields.flag("compare_same_ref"),
+        timed_out=fields.flag("compare_timeout"),
+    )
+
+
+def parse_pipeline(data: Any) -> PipelineInfo:
+    fields = _Fields(data, "pipeline")
+    return PipelineInfo(
+        id=fields.integer("id"),
+        sha=fields.text("sha"),
+        status=fields.text("status"),
+        ref=fields.text("ref"),
+        source=fields.opt_text("source"),
+        web_url=fields.opt_text("web_url") or "",
+    )
+
+
+def parse_job(data: Any) -> JobInfo:
+    fields = _Fields(data, "job")
+    pipeline = fields.child("pipeline")
+    if pipeline is None:
+        raise ResponseShapeError("job.pipeline: expected an object, got nothing")
+    commit = fields.child("commit")
+    sha = pipeline.opt_text("sha") or (commit.text("id") if commit else None)
+    if sha is None:
+        raise ResponseShapeError("job: no sha in pipeline or commit")
+    return JobInfo(
+        id=fields.integer("id"),
+        name=fields.text("name"),
+        stage=fields.text("stage"),
+        status=fields.text("status"),
+        failure_reason=fields.opt_text("failure_reason"),
+        pipeline_id=pipeline.integer("id"),
+        sha=sha,
+        ref=fields.opt_text("ref") or pipeline.opt_text("ref") or "",
+        allow_failure=fields.flag("allow_failure"),
+        web_url=fields.opt_text("web_url") or "",
+    )
+
+
+def parse_note_id(data: Any) -> int:
+    return _Fields(data, "note").integer("id")

@@ -1,0 +1,108 @@
+"""Executors of the `mr` type. They change state and call GitLab; they never commit.
+
+GitLab errors arrive already classified by the adapter: a
+`PermanentGitLabError` fails the item at once with GitLab's own message, a
+`RetryableGitLabError` is retried by the engine's backoff (one retry policy,
+DDR-14); nothing here retries on its own.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+from workqueue.gitlab.client import GitLabClient
+from workqueue.gitlab.models import MergeRequestInfo
+from workqueue.queue.context import ExecutionContext
+from workqueue.queue.errors import PermanentError
+from workqueue.queue.models import DimensionStatus, Phase
+from workqueue.types.mr.models import CompletionReason, MRDimension, MRWorkItem
+
+EMPTY_DIFF_NOTE = (
+    "Closing: the target branch already contains these changes, so this merge "
+    "request would be empty. (workqueue-service)"
+)
+
+
+class MRExecutors:
+    """Executors bound to one GitLab client (one per configured GitLab instance)."""
+
+    def __init__(self, gitlab: GitLabClient) -> None:
+        self._gitlab = gitlab
+
+    def ensure_mr(self, context: ExecutionContext) -> None:
+        """Bring the bot branch and its MR to exactly the submitted content.
+
+        The branch is rebuilt as ONE commit on top of the target branch
+        (`start_branch` + `force`), so it never accumulates old attempts. An
+        open MR for the branch is reused: a crash between the commit and the
+        MR creation must not produce a second MR.
+        """
+        item = cast("MRWorkItem", context.item)
+        gitlab = self._gitlab
+        if item.target_branch is None:
+            project = gitlab.project(item.project)
+            if project.default_branch is None:
+                raise PermanentError(f"project {item.project} has an empty repository")
+            item.target_branch = project.default_branch
+        target = item.target_branch
+
+        commit = gitlab.commit(
+            item.project,
+            branch=item.source_branch,
+            start_branch=target,
+            message=item.commit_message,
+            actions=item.file_actions,
+            force=True,
+        )
+        item.mr_sha = commit.sha
+
+        open_mrs = gitlab.open_merge_requests(item.project, item.source_branch, target)
+        if not gitlab.compare(item.project, target, item.source_branch).differs:
+            self._finish_empty(context, item, open_mrs)
+            return
+
+        if open_mrs:
+            merge_request = self._sync_metadata(item, open_mrs[0])
+        else:
+            merge_request = gitlab.create_merge_request(
+                item.project,
+                source_branch=item.source_branch,
+                target_branch=target,
+                title=item.title,
+                description=item.description or "",
+                labels=list(item.labels),
+                remove_source_branch=True,
+            )
+        item.mr_iid = merge_request.iid
+        item.mr_url = merge_request.web_url
+        item.detailed_merge_status = merge_request.detailed_merge_status
+        context.set_dimension(MRDimension.NEEDS_MR, DimensionStatus.FALSE)
+        context.audit("mr_ensured", mr_iid=merge_request.iid, sha=commit.sha)
+
+    def _sync_metadata(self, item: MRWorkItem, merge_request: MergeRequestInfo) -> MergeRequestInfo:
+        wanted = {
+            "title": item.title,
+            "description": item.description or "",
+            "labels": sorted(item.labels),
+        }
+        current = {
+            "title": merge_request.title,
+            "description": merge_request.description,
+            "labels": sorted(merge_request.labels),
+        }
+        changed = {key: value for key, value in wanted.items() if current[key] != value}
+        if not changed:
+            return merge_request
+        return self._gitlab.update_merge_request(item.project, merge_request.iid, **changed)
+
+    def _finish_empty(
+        self, context: ExecutionContext, item: MRWorkItem, open_mrs: list[MergeRequestInfo]
+    ) -> None:
+        """DDR-43: nothing left to merge; leave no empty MR and no bot branch behind."""
+        for merge_request in open_mrs:
+            self._gitlab.add_note(item.project, merge_request.iid, EMPTY_DIFF_NOTE)
+            self._gitlab.close_merge_request(item.project, merge_request.iid)
+        self._gitlab.delete_branch(item.project, item.source_branch)
+        item.completion_reason = CompletionReason.EMPTY_DIFF
+        context.set_dimension(MRDimension.NEEDS_MR, DimensionStatus.FALSE)
+        context.set_phase(Phase.COMPLETED, "the target branch already has this content")

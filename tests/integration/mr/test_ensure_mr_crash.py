@@ -1,0 +1,63 @@
+"""A worker killed between pushing the commit and opening the MR leaves exactly one MR."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from harness import fast_config, item_row, running_manager, settled, wait_until
+from mr_harness import FILES, PROJECT, TOKEN, body, mr_registry, submit
+
+from workqueue.testing.gitlab_simulator import GitLabSimulator
+
+SUPPORT = Path(__file__).resolve().parents[2] / "support"
+pytestmark = pytest.mark.slow
+
+
+def test_sigkill_after_commit_before_mr_yields_exactly_one_mr(database_url, sessions):
+    simulator = GitLabSimulator(token=TOKEN)
+    simulator.start()
+    try:
+        simulator.create_project(PROJECT, FILES)
+        registry = mr_registry(simulator)
+        # The child stalls on the open-MR lookup that follows its commit.
+        simulator.inject_fault("GET", "/projects/:id/merge_requests", status=None, latency=4)
+        result = submit(sessions, registry, body())
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SUPPORT), *sys.path])}
+        child = subprocess.Popen(
+            [
+                sys.executable,
+                str(SUPPORT / "run_mr_manager.py"),
+                database_url.render_as_string(hide_password=False),
+                simulator.url,
+            ],
+            env=env,
+        )
+        try:
+            wait_until(
+                lambda: simulator.request_count("POST", "/projects/:id/repository/commits") == 1,
+                timeout=30,
+                what="the child's commit",
+            )
+            child.send_signal(signal.SIGKILL)
+            child.wait(10)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+        assert simulator.merge_requests(PROJECT) == []
+
+        with running_manager(sessions, registry, fast_config(), handled_types=["mr"]):
+            wait_until(lambda: settled(sessions), timeout=30, what="recovery")
+        (merge_request,) = simulator.merge_requests(PROJECT)
+        assert merge_request["state"] == "opened"
+        assert len(simulator.log_commits(PROJECT, "bot/sync-kernel", exclude="main")) == 1
+        row = item_row(sessions, result.item.id)
+        assert (row.actionable, row.attempts, row.error) == (False, 0, None)
+    finally:
+        simulator.stop()
+    assert simulator.errors == []

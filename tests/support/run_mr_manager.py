@@ -1,0 +1,42 @@
+"""Run a ProcessingManager for the `mr` type in a child process (crash tests).
+
+Usage: python run_mr_manager.py DATABASE_URL GITLAB_URL
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from harness import fast_config
+from mr_harness import TOKEN
+from sqlalchemy.engine import make_url
+
+from workqueue.db.engine import build_engine, build_sessions
+from workqueue.gitlab.client import GitLabClient
+from workqueue.queue.processing import ProcessingManager
+from workqueue.types.catalog import InstallContext, build_registry
+
+
+def main() -> None:
+    url, gitlab_url = make_url(sys.argv[1]), sys.argv[2]
+    registry = build_registry(
+        {"mr": {"gitlab_url": gitlab_url}},
+        InstallContext(
+            gitlab_token=TOKEN,
+            gitlab_client_factory=lambda base, token: GitLabClient(base, token, timeout=30),
+        ),
+    )
+    engine = build_engine(url, pool_size=4)
+    manager = ProcessingManager(
+        sessions=build_sessions(engine),
+        registry=registry,
+        config=fast_config(lease_seconds=1.5, heartbeat_seconds=0.5),
+        handled_types=["mr"],
+    )
+    manager.start()
+    time.sleep(600)
+
+
+if __name__ == "__main__":
+    main()
