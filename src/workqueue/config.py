@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from workqueue.auth.config import AuthorizationConfig
 from workqueue.queue.config import ProcessingConfig
 
 
@@ -22,6 +23,7 @@ class ConfigError(Exception):
 class ServiceConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    authorization: AuthorizationConfig = Field(default_factory=AuthorizationConfig)
     processing: ProcessingConfig = Field(default_factory=ProcessingConfig)
     # Each item type validates its own section when the registry is built.
     handled_types: dict[str, dict[str, Any] | None] = Field(default_factory=dict)

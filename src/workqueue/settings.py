@@ -30,6 +30,11 @@ class Settings(BaseSettings):
     gitlab_webhook_secret: SecretStr | None = Field(
         None, validation_alias="WORKQUEUE_SERVICE_GITLAB_WEBHOOK_SECRET"
     )
+    openshift_api_url: str | None = Field(
+        None,
+        validation_alias="WORKQUEUE_SERVICE_OPENSHIFT_API_URL",
+        description="where opaque sha256~ tokens are checked (default: in-cluster API)",
+    )
     audit_s3_bucket: str | None = Field(None, validation_alias="WORKQUEUE_SERVICE_AUDIT_S3_BUCKET")
     events_queue_url: str | None = Field(
         None, validation_alias="WORKQUEUE_SERVICE_EVENTS_QUEUE_URL"

@@ -175,3 +175,41 @@ def test_help_lists_the_server_commands():
     assert result.returncode == 0
     assert "serve" in result.stdout
     assert "migrate" in result.stdout
+
+
+def test_serve_on_an_external_database_stops_cleanly_on_sigterm(server_url, config_path):
+    url = create_database_from(server_url, "template0")
+    port = _free_port()
+    env = _environment(config_path, DATABASE_URL=url.render_as_string(hide_password=False))
+    server = subprocess.Popen(
+        [sys.executable, "-m", "workqueue", "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+
+        def ready() -> bool:
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_until(ready, timeout=60, what="the service to become ready")
+        server.send_signal(signal.SIGTERM)
+        output, _ = server.communicate(timeout=60)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.communicate()
+        drop_database(server_url, url)
+    assert server.returncode == 0, output
+    assert "Traceback" not in output
+
+
+def test_bad_option_values_are_usage_errors(config_path):
+    result = _run(["serve", "--log-level", "loud"], _environment(config_path))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert "loud" in result.stderr

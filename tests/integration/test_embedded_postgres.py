@@ -135,3 +135,27 @@ def test_long_data_dir_paths_get_a_short_socket_directory(cluster_dir):
         assert _query(url, "SELECT 1") == [(1,)]
     finally:
         cluster.stop()
+
+
+def test_leftovers_of_an_interrupted_first_start_are_replaced(cluster_dir):
+    (cluster_dir / "pgdata").mkdir()
+    (cluster_dir / "pgdata" / "half-written").write_text("x")
+    (cluster_dir / "pgdata.partial").mkdir()
+    cluster = EmbeddedPostgres(cluster_dir)
+    url = cluster.start()
+    try:
+        assert _query(url, "SELECT 1") == [(1,)]
+        assert not (cluster_dir / "pgdata.partial").exists()
+        assert not (cluster_dir / "pgdata" / "half-written").exists()
+    finally:
+        cluster.stop()
+
+
+def test_only_the_server_user_can_reach_the_socket(cluster_dir):
+    cluster = EmbeddedPostgres(cluster_dir)
+    url = cluster.start()
+    try:
+        socket_dir = Path(str(url.query["host"]))
+        assert socket_dir.stat().st_mode & 0o777 == 0o700
+    finally:
+        cluster.stop()

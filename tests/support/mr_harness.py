@@ -11,7 +11,7 @@ from workqueue.testing.gitlab_simulator import GitLabSimulator
 from workqueue.types.catalog import InstallContext, build_registry
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.schemas import MRWorkItemCreate
-from workqueue.types.mr.submit import RETRYABLE_SUBMISSION_ERRORS, SubmitResult, submit_mr
+from workqueue.types.mr.submit import SubmitResult, submit_mr
 
 PROJECT = "group/sub/project"
 TOKEN = "simulator-token"
@@ -55,5 +55,4 @@ def submit(sessions: Any, registry: TypeRegistry, submission: MRWorkItemCreate) 
     return run_in_transaction(
         sessions,
         lambda session: submit_mr(session, submission, caller_identity="tests", config=config),
-        retry_on=RETRYABLE_SUBMISSION_ERRORS,
     )

@@ -5,39 +5,30 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import cast
 
-from fastapi import FastAPI
-from sqlalchemy.engine import URL, Engine
-from sqlalchemy.orm import Session, sessionmaker
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy.engine import URL
 
 from workqueue import __version__
-from workqueue.api import health
+from workqueue.api import health, metrics, mr_routes, work_items
+from workqueue.api.deps import Gatekeeper, Runtime
+from workqueue.api.gatekeeper import build_gatekeeper
+from workqueue.api.limits import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
+from workqueue.api.metrics import ServiceMetrics
 from workqueue.config import ServiceConfig
 from workqueue.db.engine import build_engine, build_sessions
 from workqueue.db.url import libpq_conninfo, normalize_database_url
 from workqueue.queue.audit import AuditLog, ObjectStore
 from workqueue.queue.processing import ProcessingManager
-from workqueue.queue.registry import TypeRegistry
 from workqueue.settings import Settings
-from workqueue.types.catalog import build_registry, install_context
+from workqueue.types.catalog import InstallContext, build_registry, install_context
 
 logger = logging.getLogger(__name__)
 
 # Headroom above the worker pool for requests, the dispatcher and the heartbeat.
 EXTRA_CONNECTIONS = 8
-
-
-@dataclass
-class Runtime:
-    """What the lifespan builds and the routes use."""
-
-    engine: Engine
-    sessions: sessionmaker[Session]
-    registry: TypeRegistry
-    manager: ProcessingManager
-    audit: AuditLog
 
 
 def create_app(
@@ -46,20 +37,27 @@ def create_app(
     *,
     database_url: URL | None = None,
     process_items: bool = True,
+    type_context: InstallContext | None = None,
+    gatekeeper: Gatekeeper | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> FastAPI:
-    """Build the service. `database_url` overrides DATABASE_URL (the embedded cluster's)."""
+    """Build the service. `database_url` overrides DATABASE_URL (the embedded cluster's);
+    `type_context` and `gatekeeper` replace what the settings would build (tests)."""
     if database_url is None:
         if settings.database_url is None:
             raise ValueError("no database: set DATABASE_URL or pass database_url")
         database_url = normalize_database_url(settings.database_url)
     url = database_url
-    registry = build_registry(config.handled_types, install_context(settings))
+    engine = build_engine(url, pool_size=config.processing.workers + EXTRA_CONNECTIONS)
+    service_metrics = ServiceMetrics(engine)
+    context = type_context or install_context(settings, on_gitlab_call=service_metrics.gitlab_call)
+    registry = build_registry(config.handled_types, context)
+    gate = gatekeeper or build_gatekeeper(settings, config)
+    audit = build_audit_log(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        engine = build_engine(url, pool_size=config.processing.workers + EXTRA_CONNECTIONS)
         sessions = build_sessions(engine)
-        audit = build_audit_log(settings)
         manager = ProcessingManager(
             sessions=sessions,
             registry=registry,
@@ -67,8 +65,9 @@ def create_app(
             handled_types=registry.item_types if process_items else (),
             audit=audit,
             listen_conninfo=libpq_conninfo(url),
+            observer=service_metrics,
         )
-        app.state.runtime = Runtime(engine, sessions, registry, manager, audit)
+        app.state.runtime = Runtime(engine, sessions, registry, manager, audit, gate)
         manager.start()
         try:
             yield
@@ -76,11 +75,27 @@ def create_app(
             # DDR-36: stop taking work, let running actions finish, release leases.
             manager.stop(timeout=30)
             audit.close()
+            gate.close()
             engine.dispose()
 
-    app = FastAPI(title="workqueue-service", version=__version__, lifespan=lifespan)
-    app.include_router(health.router)
+    app = FastAPI(
+        title="workqueue-service",
+        version=__version__,
+        description="Validated, audited GitLab writes for automated callers.",
+        lifespan=lifespan,
+    )
+    app.state.metrics = service_metrics
+    app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes)
+    app.add_exception_handler(Exception, _internal_error)
+    # Type routes first: `/api/work-items/mr` must not be taken for an item id.
+    for router in (health.router, metrics.router, mr_routes.router, work_items.router):
+        app.include_router(router)
     return app
+
+
+async def _internal_error(request: Request, error: Exception) -> JSONResponse:
+    logger.error("unhandled error on %s %s", request.method, request.url.path, exc_info=error)
+    return JSONResponse({"detail": "internal server error"}, status_code=500)
 
 
 def build_audit_log(settings: Settings) -> AuditLog:

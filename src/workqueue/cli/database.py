@@ -30,7 +30,8 @@ class StartupError(Exception):
 def service_database(settings: Settings, data_dir: Path | None) -> Iterator[URL]:
     """Yield the database URL; with the embedded cluster, stop it on the way out."""
     if settings.database_url:
-        yield normalize_database_url(settings.database_url)
+        with _signals_exit_cleanly():
+            yield normalize_database_url(settings.database_url)
         return
     directory = data_dir or settings.data_dir or default_data_dir()
     cluster = EmbeddedPostgres(directory)

@@ -1,10 +1,11 @@
-"""`workqueue-service` — server commands (serve, migrate) and, later, client commands.
+"""`workqueue-service` — server commands (serve, migrate); client commands live in `client.py`.
 
 Errors are one line on stderr with a non-zero exit code, never a traceback.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import sys
 from pathlib import Path
@@ -13,8 +14,10 @@ from typing import Annotated
 import typer
 import uvicorn
 from pydantic import ValidationError
+from sqlalchemy.engine import URL
 
 from workqueue.api.app import create_app
+from workqueue.cli.client import register_client_commands
 from workqueue.cli.database import (
     ShutdownRequested,
     StartupError,
@@ -28,6 +31,14 @@ from workqueue.types.catalog import HandledTypeError, build_registry, install_co
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+
+
+class LogLevel(enum.StrEnum):
+    DEBUG = "debug"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
 
 app = typer.Typer(
     name="workqueue-service",
@@ -92,24 +103,38 @@ def serve(
     no_migrate: Annotated[
         bool, typer.Option("--no-migrate", help="Do not apply pending migrations.")
     ] = False,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+    log_level: Annotated[LogLevel, typer.Option(help="Log verbosity.")] = LogLevel.INFO,
 ) -> None:
     """Run the HTTP API and the processing engine."""
-    _configure_logging(log_level)
+    _configure_logging(log_level.value)
     settings = _settings()
     config = _config(settings)
+    started = True
     try:
         with service_database(settings, data_dir) as url:
             check_and_migrate(url, migrate=not no_migrate)
-            application = create_app(settings, config, database_url=url)
-            server = uvicorn.Server(
-                uvicorn.Config(application, host=host, port=port, log_level=log_level.lower())
-            )
-            server.run()
+            started = _run_server(settings, config, url, host, port, log_level)
     except ShutdownRequested:
         logging.getLogger(__name__).info("stopped on request")
     except StartupError as error:
         raise _fail(str(error)) from None
+    if not started:
+        raise _fail("the service did not start; the log above says why")
+
+
+def _run_server(
+    settings: Settings, config: ServiceConfig, url: URL, host: str, port: int, level: LogLevel
+) -> bool:
+    """Serve until stopped; False when the application failed during startup."""
+    try:
+        application = create_app(settings, config, database_url=url)
+    except (RuntimeError, ValueError) as error:
+        raise StartupError(str(error)) from None
+    server = uvicorn.Server(
+        uvicorn.Config(application, host=host, port=port, log_level=level.value)
+    )
+    server.run()
+    return bool(server.started)
 
 
 @app.command()
@@ -125,6 +150,9 @@ def migrate(data_dir: DataDirOption = None) -> None:
     except ShutdownRequested:
         raise _fail("interrupted before the migration finished") from None
     typer.echo("database schema is up to date")
+
+
+register_client_commands(app)
 
 
 def main() -> None:

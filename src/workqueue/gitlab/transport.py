@@ -123,12 +123,16 @@ class Transport:
         """Every page of a list endpoint (python-gitlab follows the `Link` headers)."""
 
         def send() -> list[T]:
-            items = self._gl.http_list(
-                path,
-                query_data={"per_page": _PER_PAGE, **(query or {})},
-                get_all=True,
-                **self._options(),
-            )
+            try:
+                items = self._gl.http_list(
+                    path,
+                    query_data={"per_page": _PER_PAGE, **(query or {})},
+                    get_all=True,
+                    **self._options(),
+                )
+            except (KeyError, TypeError) as exc:
+                # python-gitlab indexes the body as a list: an object or null fails like this.
+                raise ResponseShapeError(f"{operation}: expected a JSON list") from exc
             if not isinstance(items, list):
                 raise ResponseShapeError(f"{operation}: expected a JSON list")
             return [parse(item) for item in items]

@@ -46,6 +46,7 @@ class AppliedEvent:
 
     audit: list[AuditEntry] = field(default_factory=list)
     dimension_updates: list[DimensionUpdate] = field(default_factory=list)
+    outcome: str = "ignored"  # applied | stale | ignored
 
 
 @dataclass(frozen=True)
@@ -147,7 +148,7 @@ def _apply(
             details={"event_type": event.event_type, "stale": stale},
         )
     )
-    return AppliedEvent(entries, list(result.dimensions))
+    return AppliedEvent(entries, list(result.dimensions), "stale" if stale else "applied")
 
 
 def _apply_detail_updates(item: WorkItem, updates: Mapping[str, Any]) -> None:

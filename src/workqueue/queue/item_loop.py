@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
 
+from workqueue.db.errors import is_database_unavailable
 from workqueue.queue import repository
 from workqueue.queue.audit import AuditEntry, AuditLog
 from workqueue.queue.config import ProcessingConfig
@@ -25,13 +25,16 @@ from workqueue.queue.dimensions import Dimensions
 from workqueue.queue.errors import LeaseLostError, PermanentError
 from workqueue.queue.events import RawEvent, handle_event
 from workqueue.queue.models import Phase, WorkItem
+from workqueue.queue.observer import EngineObserver
 from workqueue.queue.registry import Action, ItemTypeRegistration, TypeRegistry
 
 logger = logging.getLogger(__name__)
 
 MAX_ERROR_LENGTH = 4000
-# Errors that mean "the database is unreachable right now", not "the action failed".
-CONNECTION_ERRORS = (sa.exc.OperationalError, sa.exc.InterfaceError)
+
+
+class DatabaseUnavailableError(Exception):
+    """The database could not be reached during a step: nothing of it was committed."""
 
 
 class ClaimOutcome(enum.StrEnum):
@@ -68,6 +71,9 @@ class _StepState:
     action: Action | None = None
     audit: list[AuditEntry] = field(default_factory=list)
     wake_in_seconds: float | None = None
+    action_started: float | None = None  # monotonic
+    action_seconds: float = 0.0
+    events: list[tuple[str, str]] = field(default_factory=list)  # (event type, outcome)
 
     def wake_within(self, seconds: float) -> None:
         if self.wake_in_seconds is None or seconds < self.wake_in_seconds:
@@ -84,11 +90,13 @@ class ItemLoop:
         registry: TypeRegistry,
         config: ProcessingConfig,
         audit: AuditLog,
+        observer: EngineObserver | None = None,
     ) -> None:
         self._sessions = sessions
         self._registry = registry
         self._config = config
         self._audit = audit
+        self._observer = observer or EngineObserver()
 
     def run(
         self,
@@ -109,10 +117,13 @@ class ItemLoop:
             started = time.monotonic()
             try:
                 result = self._step(claim, state)
-            except CONNECTION_ERRORS as error:
-                # The database went away mid-step: nothing was committed. Keep
-                # the claim and try again until it is back or the deadline passes.
-                logger.warning("database unavailable while processing %s: %s", claim.item_id, error)
+            except DatabaseUnavailableError as error:
+                # The database went away mid-step: nothing was committed, and it
+                # is not the action's fault. Keep the claim and try again until
+                # the database is back or the deadline passes.
+                logger.warning(
+                    "database unavailable while processing %s: %s", claim.item_id, error.__cause__
+                )
                 time.sleep(reconnect_delay)
                 reconnect_delay = min(reconnect_delay * 2, 5.0)
                 continue
@@ -134,14 +145,29 @@ class ItemLoop:
             except LeaseLostError:
                 session.rollback()
                 logger.warning("lease on %s was lost; discarding this step", claim.item_id)
+                self._observer.lease_lost(claim.item_type)
                 return _StepResult.LOST
-            except CONNECTION_ERRORS:
-                raise
             except Exception as error:
+                if is_database_unavailable(error):
+                    raise DatabaseUnavailableError from error
                 session.rollback()
-                return self._fail(session, claim, state, error)
+                try:
+                    return self._fail(session, claim, state, error)
+                except Exception as failure:
+                    if is_database_unavailable(failure):
+                        raise DatabaseUnavailableError from failure
+                    raise
         self._audit.write_all(state.audit)
+        self._report(claim.item_type, state, "succeeded")
         return result
+
+    def _report(self, item_type: str, state: _StepState, outcome: str) -> None:
+        for event_type, event_outcome in state.events:
+            self._observer.event_applied(item_type, event_type, event_outcome)
+        if state.action is not None:
+            self._observer.action_finished(
+                item_type, state.action.name, outcome, state.action_seconds
+            )
 
     def _step_in_transaction(
         self, session: Session, claim: repository.Claim, state: _StepState
@@ -212,6 +238,10 @@ class ItemLoop:
                 dimensions,
             )
             state.audit += applied.audit
+            state.events.append((event.event_type, applied.outcome))
+            for update in applied.dimension_updates:
+                if update.pending_until is not None:
+                    state.wake_within((update.pending_until - dimensions.now).total_seconds())
             dimensions = dimensions.with_updates(applied.dimension_updates)
         repository.delete_events(session, [event.id for event in events])
         session.flush()
@@ -231,9 +261,10 @@ class ItemLoop:
         assert state.action is not None  # noqa: S101 - caller checked
         executor = registration.executor(state.action.name)
         context = ExecutionContext(session, item, state.action, dimensions, now)
-        started = time.monotonic()
+        started = state.action_started = time.monotonic()
         executor(context)
         session.flush()
+        state.action_seconds = time.monotonic() - started
         state.audit += context.audit_entries
         state.audit.append(
             AuditEntry(
@@ -283,8 +314,13 @@ class ItemLoop:
         )
         if outcome is None:
             session.rollback()
+            self._observer.lease_lost(claim.item_type)
             return _StepResult.LOST
         session.commit()
+        if state.action_started is not None:
+            state.action_seconds = time.monotonic() - state.action_started
+        state.events.clear()  # rolled back with the step
+        self._report(claim.item_type, state, "permanent_failure" if permanent else "failed")
         if outcome.retry_in_seconds is not None:
             state.wake_within(outcome.retry_in_seconds)
         entries = [
@@ -320,7 +356,9 @@ class ItemLoop:
             with self._sessions() as session:
                 released = repository.release_lease(session, claim)
                 session.commit()
-        except CONNECTION_ERRORS as error:
+        except Exception as error:
+            if not is_database_unavailable(error):
+                raise
             logger.warning("could not release %s (it will expire): %s", claim.item_id, error)
             return ClaimOutcome.RELEASED
         return ClaimOutcome.RELEASED if released else ClaimOutcome.LOST

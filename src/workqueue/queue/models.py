@@ -108,18 +108,14 @@ class WorkItem(Base):
 
     __table_args__: tuple[Any, ...] = (
         # Claims and the due-time timer only ever look at actionable rows, so
-        # their cost follows the amount of due work, not the table size.
+        # their cost follows the amount of due work, not the table size; the
+        # claim takes the longest-waiting first and stops after its limit.
+        # (leased_until is deliberately not indexed: heartbeats then stay
+        # cheap in-place updates.)
         sa.Index(
-            "ix_work_items_actionable_due",
-            "item_type",
-            "next_attempt_at",
+            "ix_work_items_actionable_since",
+            "updated_at",
             postgresql_where=sa.text("actionable"),
-        ),
-        # Expired-lease recovery scans only leased rows.
-        sa.Index(
-            "ix_work_items_leased_until",
-            "leased_until",
-            postgresql_where=sa.text("leased_until IS NOT NULL"),
         ),
         # DDR-39: at most one non-terminal item per idempotency key.
         sa.Index(

@@ -18,17 +18,20 @@ import logging
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from workqueue.db.errors import is_database_unavailable
 from workqueue.queue import repository
 from workqueue.queue.audit import AuditLog
 from workqueue.queue.config import ProcessingConfig
-from workqueue.queue.item_loop import CONNECTION_ERRORS, ClaimOutcome, ClaimResult, ItemLoop
+from workqueue.queue.item_loop import ClaimOutcome, ClaimResult, ItemLoop
 from workqueue.queue.listener import WakeListener
+from workqueue.queue.observer import EngineObserver
 from workqueue.queue.registry import TypeRegistry
 
 logger = logging.getLogger(__name__)
@@ -66,6 +69,7 @@ class ProcessingManager:
         handled_types: Collection[str],
         audit: AuditLog | None = None,
         listen_conninfo: str | None = None,
+        observer: EngineObserver | None = None,
     ) -> None:
         unknown = set(handled_types) - registry.item_types
         if unknown:
@@ -73,8 +77,13 @@ class ProcessingManager:
         self.item_types = frozenset(handled_types)
         self._sessions = sessions
         self._config = config
+        self._observer = observer or EngineObserver()
         self._loop = ItemLoop(
-            sessions=sessions, registry=registry, config=config, audit=audit or AuditLog()
+            sessions=sessions,
+            registry=registry,
+            config=config,
+            audit=audit or AuditLog(),
+            observer=self._observer,
         )
         prefetch = max(config.workers, MIN_PREFETCH)
         self._capacity = config.workers + prefetch
@@ -179,7 +188,7 @@ class ProcessingManager:
                 failure_delay = 0.0
             except Exception as error:
                 failure_delay = min(max(failure_delay * 2, 0.5), 30.0)
-                if isinstance(error, CONNECTION_ERRORS):
+                if is_database_unavailable(error):
                     logger.warning(
                         "database unavailable (%s); retrying in %.1f s", error, failure_delay
                     )
@@ -275,13 +284,18 @@ class ProcessingManager:
     ) -> list[repository.Claim]:
         if limit <= 0:
             return []
-        return repository.claim_due_items(
+        started = time.monotonic()
+        claims = repository.claim_due_items(
             session,
             item_types=self.item_types,
             limit=limit,
             lease_seconds=self._config.lease_seconds,
             only_ids=only_ids,
         )
+        seconds = time.monotonic() - started
+        for item_type, count in Counter(claim.item_type for claim in claims).items():
+            self._observer.items_claimed(item_type, count, seconds)
+        return claims
 
     # -- workers ---------------------------------------------------------------
 

@@ -41,6 +41,9 @@ Executor = Callable[["ExecutionContext"], None]
 EventHandler = Callable[["EventContext"], "EventResult | None"]
 """Interprets one raw event for one item; read-only; its result is applied generically."""
 
+CancelHook = Callable[["Session", Any, Mapping[str, Any]], None]
+"""Type-specific cleanup when a person cancels an item (e.g. close its MR on request)."""
+
 Resolver = Callable[["Session", Mapping[str, Any]], list[uuid.UUID]]
 """Finds the active items an incoming event of some type concerns (DDR-32)."""
 
@@ -54,6 +57,7 @@ class ItemTypeRegistration:
     decider: Decider
     # The type's own validated configuration, for its API and CLI code.
     config: object = None
+    cancel_hook: CancelHook | None = None
     executors: dict[str, Executor] = field(default_factory=dict)
     event_handlers: dict[str, EventHandler] = field(default_factory=dict)
     resolvers: dict[str, Resolver] = field(default_factory=dict)

@@ -112,6 +112,17 @@ def mark_actionable(
     notify_wake(session, item_type, item_id)
 
 
+def cancel_item(session: Session, item_id: uuid.UUID) -> None:
+    """Move an item to `cancelled`. Its loop, if running, finds nothing more to do."""
+    session.execute(
+        sa.text(
+            "UPDATE work_items SET phase = 'cancelled', updated_at = clock_timestamp() "
+            "WHERE id = :id"
+        ),
+        {"id": item_id},
+    )
+
+
 def notify_wake(session: Session, item_type: str, item_id: uuid.UUID) -> None:
     """Queue a NOTIFY, delivered to every listening replica when the transaction commits."""
     session.execute(

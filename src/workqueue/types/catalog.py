@@ -25,11 +25,15 @@ class InstallContext:
     # Builds the GitLab client for a base URL and token; tests pass one that
     # points at the simulator. None: the real client.
     gitlab_client_factory: Callable[[str, str], Any] | None = None
+    # Told about every GitLab call (operation, HTTP status): metrics.
+    gitlab_on_call: Callable[[str, int | str], None] | None = None
 
 
-def install_context(settings: Settings) -> InstallContext:
+def install_context(
+    settings: Settings, *, on_gitlab_call: Callable[[str, int | str], None] | None = None
+) -> InstallContext:
     token = settings.gitlab_token.get_secret_value() if settings.gitlab_token else None
-    return InstallContext(gitlab_token=token)
+    return InstallContext(gitlab_token=token, gitlab_on_call=on_gitlab_call)
 
 
 TypeInstaller = Callable[[TypeRegistry, Mapping[str, Any], InstallContext], None]

@@ -13,7 +13,6 @@ from workqueue.queue.models import Phase
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.schemas import MRWorkItemCreate
 from workqueue.types.mr.submit import (
-    RETRYABLE_SUBMISSION_ERRORS,
     SubmissionRejectedError,
     SubmitOutcome,
     submit_mr,
@@ -41,7 +40,6 @@ def submit(sessions, body: MRWorkItemCreate, caller: str = "system:serviceaccoun
     return run_in_transaction(
         sessions,
         lambda session: submit_mr(session, body, caller_identity=caller, config=CONFIG),
-        retry_on=RETRYABLE_SUBMISSION_ERRORS,
         attempts=5,
     )
 

@@ -6,6 +6,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from workqueue.queue.models import Phase
+from workqueue.queue.read_repository import Page, list_items
 from workqueue.types.mr.models import MR_ITEM_TYPE, MRWorkItem
 
 # Namespace of the two-key advisory locks that serialise submissions for one
@@ -47,3 +48,27 @@ def next_generation(session: Session, project: str, source_branch: str) -> int:
         )
     ).scalar_one()
     return 1 if newest is None else int(newest) + 1
+
+
+def list_mr_items(
+    session: Session,
+    *,
+    project: str | None,
+    package: str | None,
+    source_branch: str | None,
+    phase: Phase | None,
+    caller_identity: str | None,
+    limit: int,
+    cursor: str | None,
+) -> Page:
+    wanted = {
+        MRWorkItem.project: project,
+        MRWorkItem.package: package,
+        MRWorkItem.source_branch: source_branch,
+        MRWorkItem.phase: phase,
+        MRWorkItem.caller_identity: caller_identity,
+    }
+    filters = [column == value for column, value in wanted.items() if value is not None]
+    return list_items(
+        session, model=MRWorkItem, item_types=None, filters=filters, limit=limit, cursor=cursor
+    )

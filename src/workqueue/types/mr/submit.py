@@ -3,7 +3,9 @@
 Callers submit the state they want; the service works out whether that is a
 new item, nothing new, new content for a live item, or a retry of a failed one.
 The function flushes; the boundary (HTTP request, CLI command) commits, and
-retries on `RETRYABLE_SUBMISSION_ERRORS`.
+reruns it when PostgreSQL reports a lost race (`db.transactions.run_in_transaction`
+does): a concurrent insert hitting the live-item unique index (DDR-39), or a
+deadlock with a worker writing the same item.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from workqueue.queue import repository as queue_repository
@@ -23,10 +24,6 @@ from workqueue.types.mr.models import MR_ITEM_TYPE, MRDimension, MRWorkItem
 from workqueue.types.mr.policy import check_submission, content_hash
 from workqueue.types.mr.schemas import MRWorkItemCreate
 from workqueue.types.mr.violations import Violation
-
-# A lost race on the live-item unique index (DDR-39) or a deadlock with a
-# worker touching the same item: roll back and submit again.
-RETRYABLE_SUBMISSION_ERRORS = (sa.exc.IntegrityError, sa.exc.OperationalError)
 
 
 class SubmitOutcome(enum.StrEnum):

@@ -98,21 +98,14 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_work_items")),
     )
     op.create_index(
-        "ix_work_items_actionable_due",
+        "ix_work_items_actionable_since",
         "work_items",
-        ["item_type", "next_attempt_at"],
+        ["updated_at"],
         unique=False,
         postgresql_where=sa.text("actionable"),
     )
     op.create_index(
         "ix_work_items_item_type_phase", "work_items", ["item_type", "phase"], unique=False
-    )
-    op.create_index(
-        "ix_work_items_leased_until",
-        "work_items",
-        ["leased_until"],
-        unique=False,
-        postgresql_where=sa.text("leased_until IS NOT NULL"),
     )
     op.create_index(
         "uq_work_items_idempotency_key_live",
@@ -207,14 +200,9 @@ def downgrade() -> None:
         table_name="work_items",
         postgresql_where=sa.text("phase NOT IN ('completed', 'cancelled')"),
     )
-    op.drop_index(
-        "ix_work_items_leased_until",
-        table_name="work_items",
-        postgresql_where=sa.text("leased_until IS NOT NULL"),
-    )
     op.drop_index("ix_work_items_item_type_phase", table_name="work_items")
     op.drop_index(
-        "ix_work_items_actionable_due",
+        "ix_work_items_actionable_since",
         table_name="work_items",
         postgresql_where=sa.text("actionable"),
     )

@@ -1,0 +1,96 @@
+"""Dependencies of the routes: the runtime, the caller, and permission checks.
+
+Authentication happens here and only from the `Authorization` header:
+`X-Forwarded-*` headers are never trusted on `/api` paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Annotated, Literal, Protocol
+
+from fastapi import Depends, HTTPException, Request
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from workqueue.queue.audit import AuditEntry, AuditLog
+from workqueue.queue.processing import ProcessingManager
+from workqueue.queue.registry import TypeRegistry
+
+Permission = Literal["read", "submit", "retry"]
+
+
+class Caller(Protocol):
+    """Who is calling; `identity` becomes `caller_identity` on submitted items."""
+
+    @property
+    def identity(self) -> str: ...
+
+
+class CallerAuthenticationError(Exception):
+    """No valid credentials (401). The message is safe to show: it never holds a token."""
+
+
+class Gatekeeper(Protocol):
+    """Authentication and authorization as the routes need them."""
+
+    def authenticate(self, authorization: str | None) -> Caller:
+        """Raise `CallerAuthenticationError` when the header does not prove an identity."""
+
+    def allowed(self, caller: Caller, permission: Permission, item_type: str) -> bool: ...
+
+    def readable_types(self, caller: Caller, item_types: Collection[str]) -> set[str] | None:
+        """The types among `item_types` the caller may read; None: every type, unfiltered."""
+
+    def close(self) -> None:
+        """Release connections to identity providers."""
+
+
+@dataclass
+class Runtime:
+    """What the lifespan builds and the routes use."""
+
+    engine: Engine
+    sessions: sessionmaker[Session]
+    registry: TypeRegistry
+    manager: ProcessingManager
+    audit: AuditLog
+    gatekeeper: Gatekeeper
+
+
+def get_runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+def get_caller(request: Request, runtime: RuntimeDep) -> Caller:
+    try:
+        return runtime.gatekeeper.authenticate(request.headers.get("authorization"))
+    except CallerAuthenticationError as error:
+        raise HTTPException(
+            status_code=401, detail=str(error), headers={"WWW-Authenticate": "Bearer"}
+        ) from None
+
+
+CallerDep = Annotated[Caller, Depends(get_caller)]
+
+
+def require(runtime: Runtime, caller: Caller, permission: Permission, item_type: str) -> None:
+    """403 (and an audit entry) unless some rule grants `permission` on `item_type`."""
+    if runtime.gatekeeper.allowed(caller, permission, item_type):
+        return
+    runtime.audit.write(
+        AuditEntry(
+            event_type="authorization_denied",
+            item_type=item_type,
+            actor=caller.identity,
+            reason=f"no rule grants {permission} on {item_type}",
+        )
+    )
+    raise HTTPException(
+        status_code=403, detail=f"{caller.identity} may not {permission} {item_type} items"
+    )

@@ -1,0 +1,55 @@
+"""The routes' gatekeeper built from the config's authorization rules (auth/ does the work)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from workqueue.api.deps import Caller, CallerAuthenticationError, Permission
+from workqueue.auth.authenticator import Authenticator
+from workqueue.auth.authorization import ALL_ITEM_TYPES, is_allowed, readable_item_types
+from workqueue.auth.config import AuthorizationRule
+from workqueue.auth.errors import AuthenticationError
+from workqueue.auth.principal import Principal
+from workqueue.config import ServiceConfig
+from workqueue.settings import Settings
+
+
+class RuleGatekeeper:
+    """Bearer authentication plus the Vault-style rules of the config file."""
+
+    def __init__(self, authenticator: Authenticator, rules: Sequence[AuthorizationRule]) -> None:
+        self._authenticator = authenticator
+        self._rules = list(rules)
+
+    def authenticate(self, authorization: str | None) -> Principal:
+        try:
+            return self._authenticator.authenticate(authorization)
+        except AuthenticationError as error:
+            raise CallerAuthenticationError(str(error)) from None
+
+    def allowed(self, caller: Caller, permission: Permission, item_type: str) -> bool:
+        return is_allowed(_principal(caller), self._rules, permission, item_type)
+
+    def readable_types(self, caller: Caller, item_types: Collection[str]) -> set[str] | None:
+        scope = readable_item_types(_principal(caller), self._rules)
+        if scope == ALL_ITEM_TYPES:
+            return None  # no filter: also types other replicas handle (shared database)
+        return {item_type for item_type in item_types if scope.allows(item_type)}
+
+    def close(self) -> None:
+        self._authenticator.close()
+
+
+def _principal(caller: Caller) -> Principal:
+    if not isinstance(caller, Principal):  # pragma: no cover - only this gatekeeper makes callers
+        raise TypeError("caller was not authenticated by this gatekeeper")
+    return caller
+
+
+def build_gatekeeper(settings: Settings, config: ServiceConfig) -> RuleGatekeeper:
+    authenticator = Authenticator(
+        config.authorization,
+        local_user=settings.local_auth_user,
+        openshift_api_url=settings.openshift_api_url,
+    )
+    return RuleGatekeeper(authenticator, config.authorization.rules)

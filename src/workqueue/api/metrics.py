@@ -1,0 +1,123 @@
+"""Prometheus metrics: one registry per app (no import-time globals)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+
+import sqlalchemy as sa
+from fastapi import APIRouter, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import Collector
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from workqueue.queue.observer import EngineObserver
+
+logger = logging.getLogger(__name__)
+router = APIRouter(tags=["health"])
+
+
+class ServiceMetrics(EngineObserver):
+    """Engine and GitLab metrics in their own `CollectorRegistry`."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.registry = CollectorRegistry()
+        self.actions = Counter(
+            "workqueue_actions",
+            "Executor runs by item type, action and outcome",
+            ["item_type", "action", "outcome"],
+            registry=self.registry,
+        )
+        self.action_seconds = Histogram(
+            "workqueue_action_duration_seconds",
+            "Executor run time",
+            ["item_type", "action"],
+            registry=self.registry,
+        )
+        self.claims = Counter(
+            "workqueue_items_claimed",
+            "Items leased by claims",
+            ["item_type"],
+            registry=self.registry,
+        )
+        self.claim_seconds = Histogram(
+            "workqueue_claim_duration_seconds", "Claim transaction time", registry=self.registry
+        )
+        self.events = Counter(
+            "workqueue_events",
+            "Events drained by item type, event type and outcome",
+            ["item_type", "event_type", "outcome"],
+            registry=self.registry,
+        )
+        self.events_received = Counter(
+            "workqueue_events_received",
+            "Events stored for processing",
+            ["source"],
+            registry=self.registry,
+        )
+        self.lease_losses = Counter(
+            "workqueue_lease_losses",
+            "Claims whose lease was taken over",
+            ["item_type"],
+            registry=self.registry,
+        )
+        self.gitlab_calls = Counter(
+            "workqueue_gitlab_calls",
+            "GitLab API calls by operation and status",
+            ["operation", "status"],
+            registry=self.registry,
+        )
+        self.registry.register(_ItemsByPhase(engine))
+
+    # EngineObserver
+    def items_claimed(self, item_type: str, count: int, seconds: float) -> None:
+        self.claims.labels(item_type).inc(count)
+        self.claim_seconds.observe(seconds)
+
+    def action_finished(self, item_type: str, action: str, outcome: str, seconds: float) -> None:
+        self.actions.labels(item_type, action, outcome).inc()
+        self.action_seconds.labels(item_type, action).observe(seconds)
+
+    def event_applied(self, item_type: str, event_type: str, outcome: str) -> None:
+        self.events.labels(item_type, event_type, outcome).inc()
+
+    def lease_lost(self, item_type: str) -> None:
+        self.lease_losses.labels(item_type).inc()
+
+    def gitlab_call(self, operation: str, status: int | str) -> None:
+        self.gitlab_calls.labels(operation, str(status)).inc()
+
+    def gitlab_call_hook(self) -> Callable[[str, int | str], None]:
+        return self.gitlab_call
+
+
+class _ItemsByPhase(Collector):
+    """Counts items by type and phase at scrape time (one indexed GROUP BY)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "workqueue_items", "Work items by type and phase", labels=["item_type", "phase"]
+        )
+        try:
+            with self._engine.connect() as connection:
+                rows = connection.execute(
+                    sa.text("SELECT item_type, phase, count(*) FROM work_items GROUP BY 1, 2")
+                ).all()
+        except SQLAlchemyError as error:
+            logger.warning("metrics: cannot count items: %s", error)
+            return
+        for item_type, phase, count in rows:
+            family.add_metric([item_type, phase], count)
+        yield family
+
+
+@router.get("/metrics", include_in_schema=False)
+def metrics(request: Request) -> Response:
+    service_metrics: ServiceMetrics = request.app.state.metrics
+    return Response(generate_latest(service_metrics.registry), media_type=CONTENT_TYPE_LATEST)

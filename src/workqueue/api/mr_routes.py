@@ -1,0 +1,106 @@
+"""Routes of the `mr` type: submit (upsert by branch) and list with MR filters."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query, Response
+from fastapi.exceptions import RequestValidationError
+from sqlalchemy.orm import Session
+
+from workqueue.api.deps import CallerDep, Runtime, RuntimeDep, require
+from workqueue.api.schemas import SubmitResponse, WorkItemPage, item_body
+from workqueue.api.work_items import page_body
+from workqueue.db.transactions import run_in_transaction
+from workqueue.queue import read_repository
+from workqueue.queue.audit import AuditEntry
+from workqueue.queue.models import Phase
+from workqueue.queue.read_repository import MAX_PAGE_SIZE
+from workqueue.types.mr import repository as mr_repository
+from workqueue.types.mr.config import MRTypeConfig
+from workqueue.types.mr.models import MR_ITEM_TYPE
+from workqueue.types.mr.schemas import MRWorkItemCreate
+from workqueue.types.mr.submit import (
+    SubmissionRejectedError,
+    submit_mr,
+)
+
+router = APIRouter(prefix="/api/work-items/mr", tags=["mr"])
+
+
+def _mr_config(runtime: Runtime) -> MRTypeConfig:
+    if MR_ITEM_TYPE not in runtime.registry:
+        raise HTTPException(status_code=404, detail="this service does not handle mr items")
+    config = runtime.registry.get(MR_ITEM_TYPE).config
+    assert isinstance(config, MRTypeConfig)  # noqa: S101 - set by install_mr
+    return config
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=SubmitResponse,
+    responses={200: {"model": SubmitResponse, "description": "existing item (see outcome)"}},
+)
+def submit(
+    body: MRWorkItemCreate, response: Response, runtime: RuntimeDep, caller: CallerDep
+) -> SubmitResponse:
+    """Submit the desired state of a branch; created, unchanged, updated or retried."""
+    config = _mr_config(runtime)
+    require(runtime, caller, "submit", MR_ITEM_TYPE)
+
+    def work(session: Session) -> SubmitResponse:
+        result = submit_mr(session, body, caller_identity=caller.identity, config=config)
+        dimensions = read_repository.dimensions_of(session, [result.item.id])[result.item.id]
+        return SubmitResponse(
+            **item_body(result.item, dimensions).model_dump(), outcome=result.outcome
+        )
+
+    try:
+        answer = run_in_transaction(runtime.sessions, work)
+    except SubmissionRejectedError as rejection:
+        raise RequestValidationError([v.as_error() for v in rejection.violations]) from None
+    response.status_code = 201 if answer.outcome == "created" else 200
+    if answer.outcome != "unchanged":
+        runtime.manager.notify(answer.id)
+    runtime.audit.write(
+        AuditEntry(
+            event_type="item_submitted",
+            work_item_id=answer.id,
+            item_type=MR_ITEM_TYPE,
+            actor=caller.identity,
+            after={"phase": answer.phase},
+            details={"outcome": answer.outcome, "content_hash": answer.details["content_hash"]},
+        )
+    )
+    return answer
+
+
+@router.get("", response_model=WorkItemPage)
+def list_mr_items(
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    project: str | None = None,
+    package: str | None = None,
+    source_branch: str | None = None,
+    phase: Phase | None = None,
+    caller_identity: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 50,
+    cursor: str | None = None,
+) -> WorkItemPage:
+    """MR items, newest first, filtered on any of the given fields."""
+    _mr_config(runtime)
+    require(runtime, caller, "read", MR_ITEM_TYPE)
+    return page_body(
+        runtime,
+        lambda session: mr_repository.list_mr_items(
+            session,
+            project=project,
+            package=package,
+            source_branch=source_branch,
+            phase=phase,
+            caller_identity=caller_identity,
+            limit=limit,
+            cursor=cursor,
+        ),
+    )

@@ -1,0 +1,167 @@
+"""Generic item routes: list, get, retry, cancel, and the OAuth-cookie bridge `/me`."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Header, HTTPException, Query
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from workqueue.api.deps import CallerDep, Runtime, RuntimeDep, require
+from workqueue.api.schemas import CancelRequest, TokenBody, WorkItemBody, WorkItemPage, item_body
+from workqueue.db.transactions import run_in_transaction
+from workqueue.queue import read_repository, repository
+from workqueue.queue.audit import AuditEntry
+from workqueue.queue.models import Phase, WorkItem
+from workqueue.queue.read_repository import MAX_PAGE_SIZE, InvalidCursorError, Page
+
+router = APIRouter(prefix="/api/work-items", tags=["work items"])
+
+Limit = Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE, description="page size")]
+Cursor = Annotated[str | None, Query(description="next_cursor of the previous page")]
+
+RETRYABLE_PHASES = frozenset({Phase.FAILED, Phase.CANCELLED})
+CANCELLABLE_PHASES = frozenset({Phase.ACTIVE, Phase.FAILED})
+
+
+@router.get("/me", response_model=TokenBody, tags=["auth"])
+def me(
+    x_forwarded_access_token: Annotated[str | None, Header(include_in_schema=False)] = None,
+) -> TokenBody:
+    """Hand a cookie-session user the access token the OAuth proxy holds for them (DDR-27).
+
+    Only this path sits behind the proxy, which sets the header from its session.
+    """
+    if not x_forwarded_access_token:
+        raise HTTPException(status_code=401, detail="no proxy session: sign in through the proxy")
+    return TokenBody(token=x_forwarded_access_token)
+
+
+@router.get("", response_model=WorkItemPage)
+def list_work_items(
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    item_type: str | None = None,
+    phase: Phase | None = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> WorkItemPage:
+    """Items of every type the caller may read, newest first."""
+    readable = runtime.gatekeeper.readable_types(caller, runtime.registry.item_types)
+    if item_type is not None:
+        require(runtime, caller, "read", item_type)
+        readable = {item_type}
+    elif readable is not None and not readable:
+        raise HTTPException(status_code=403, detail=f"{caller.identity} may not read any items")
+    filters = [] if phase is None else [WorkItem.phase == phase]
+    return page_body(
+        runtime,
+        lambda session: read_repository.list_items(
+            session, item_types=readable, filters=filters, limit=limit, cursor=cursor
+        ),
+    )
+
+
+@router.get("/{item_id}", response_model=WorkItemBody)
+def get_work_item(item_id: uuid.UUID, runtime: RuntimeDep, caller: CallerDep) -> WorkItemBody:
+    with runtime.sessions() as session:
+        item = _existing(session, item_id)
+        require(runtime, caller, "read", item.item_type)
+        return item_body(item, read_repository.dimensions_of(session, [item.id])[item.id])
+
+
+@router.post("/{item_id}/retry", response_model=WorkItemBody)
+def retry_work_item(item_id: uuid.UUID, runtime: RuntimeDep, caller: CallerDep) -> WorkItemBody:
+    """Reactivate a failed or cancelled item: active, attempts 0, processed again."""
+
+    def work(session: Session) -> WorkItemBody:
+        item = _existing(session, item_id)
+        require(runtime, caller, "retry", item.item_type)
+        if item.phase not in RETRYABLE_PHASES:
+            raise HTTPException(
+                status_code=409,
+                detail=f"item is {item.phase}: only failed or cancelled items can be retried",
+            )
+        repository.mark_actionable(session, item.id, item.item_type, reactivate=True)
+        session.refresh(item)
+        return item_body(item, read_repository.dimensions_of(session, [item.id])[item.id])
+
+    try:
+        body = run_in_transaction(runtime.sessions, work)
+    except IntegrityError:
+        raise HTTPException(
+            status_code=409,
+            detail="a newer item for the same identity is live; retry that one instead",
+        ) from None
+    _audit(runtime, caller.identity, body, "retried")
+    runtime.manager.notify(body.id)
+    return body
+
+
+@router.post("/{item_id}/cancel", response_model=WorkItemBody)
+def cancel_work_item(
+    item_id: uuid.UUID,
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    request: Annotated[CancelRequest | None, Body()] = None,
+) -> WorkItemBody:
+    """Stop an active or failed item. Nothing changes on GitLab unless `close_mr` is true."""
+    options = request or CancelRequest()
+
+    def work(session: Session) -> WorkItemBody:
+        item = _existing(session, item_id)
+        require(runtime, caller, "retry", item.item_type)
+        if item.phase not in CANCELLABLE_PHASES:
+            raise HTTPException(
+                status_code=409, detail=f"item is {item.phase}: it cannot be cancelled"
+            )
+        hook = runtime.registry.get(item.item_type).cancel_hook
+        if hook is not None:
+            hook(session, item, options.model_dump())
+        repository.cancel_item(session, item.id)
+        session.refresh(item)
+        return item_body(item, read_repository.dimensions_of(session, [item.id])[item.id])
+
+    body = run_in_transaction(runtime.sessions, work)
+    _audit(runtime, caller.identity, body, "cancelled", close_mr=options.close_mr)
+    return body
+
+
+def page_body(runtime: Runtime, query: object) -> WorkItemPage:
+    """Run a page query (a callable taking the session) and serialise the page."""
+    assert callable(query)  # noqa: S101 - internal helper
+    with runtime.sessions() as session:
+        try:
+            page: Page = query(session)
+        except InvalidCursorError as error:
+            raise HTTPException(
+                status_code=422,
+                detail=[{"loc": ["query", "cursor"], "msg": str(error), "type": "value_error"}],
+            ) from None
+        dimensions = read_repository.dimensions_of(session, [item.id for item in page.items])
+        return WorkItemPage(
+            items=[item_body(item, dimensions[item.id]) for item in page.items],
+            next_cursor=page.next_cursor,
+        )
+
+
+def _existing(session: Session, item_id: uuid.UUID) -> WorkItem:
+    item = read_repository.get_item(session, item_id)
+    if item is None:
+        raise HTTPException(status_code=404, detail=f"no work item {item_id}")
+    return item
+
+
+def _audit(runtime: Runtime, actor: str, body: WorkItemBody, what: str, **details: object) -> None:
+    runtime.audit.write(
+        AuditEntry(
+            event_type=f"item_{what}",
+            work_item_id=body.id,
+            item_type=body.item_type,
+            actor=actor,
+            after={"phase": body.phase},
+            details=details,
+        )
+    )

@@ -1,0 +1,155 @@
+"""The `authorization:` section of the config file: who may do what (DDR-21, 22, 23).
+
+Every rule maps one remote identity to local permissions. The identity is
+either OpenShift group membership (`groups`) or a JWT from one issuer whose
+claims match (`issuer` + `claims`). Validation is fail-closed: a rule that
+could be read two ways, or that could accept tokens minted for another
+service, stops the service at startup instead of being interpreted.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, TypeVar
+from urllib.parse import urlsplit
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
+
+Permission = Literal["read", "submit", "retry"]
+PERMISSIONS: tuple[Permission, ...] = ("read", "submit", "retry")
+
+# `issuer: k8s` names the cluster's own service-account issuer, whose real URL
+# is only known at runtime from in-cluster discovery (DDR-11).
+K8S_ISSUER = "k8s"
+
+# Strict types: YAML turns `1.0`, `2024-01-01` or `~` into floats, dates and
+# nulls whose string form is not what the author typed. Such values must be
+# quoted rather than silently coerced into something that never matches.
+ClaimScalar = StrictStr | StrictInt | StrictBool
+ClaimValue = ClaimScalar | list[ClaimScalar]
+NonEmptyName = Annotated[str, Field(min_length=1)]
+_Name = TypeVar("_Name", bound=str)
+
+
+def _issuer_problem(issuer: str) -> str | None:
+    """Why `issuer` is unusable as an OIDC issuer, or None when it is fine."""
+    if issuer == K8S_ISSUER:
+        return None
+    parts = urlsplit(issuer)
+    if parts.scheme not in {"https", "http"}:
+        return f"must be {K8S_ISSUER!r} or an https:// URL, got {issuer!r}"
+    if not parts.hostname:
+        return f"has no host: {issuer!r}"
+    # OpenID Connect Discovery 1.0 §2: an issuer has no query or fragment.
+    # Credentials in the URL would end up in logs and in every request.
+    if parts.query or parts.fragment or "?" in issuer or "#" in issuer:
+        return f"must not have a query or fragment: {issuer!r}"
+    if parts.username is not None or parts.password is not None:
+        return "must not contain credentials"
+    return None
+
+
+def _unique(values: list[_Name], what: str) -> list[_Name]:
+    duplicates = sorted({value for value in values if values.count(value) > 1})
+    if duplicates:
+        raise ValueError(f"duplicate {what}: {', '.join(duplicates)}")
+    return values
+
+
+class AuthorizationRule(BaseModel):
+    """One rule: `groups` XOR (`issuer` + `claims`), granting `permissions`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    groups: list[NonEmptyName] | None = Field(
+        None, min_length=1, description="OpenShift groups; any one of them matches"
+    )
+    issuer: str | None = Field(
+        None, description=f"OIDC issuer URL of the JWT, or {K8S_ISSUER!r} for the cluster"
+    )
+    claims: dict[NonEmptyName, ClaimValue] | None = Field(
+        None,
+        description="JWT claims that must all match; a list matches any of its values; "
+        "compared as lowercase strings. Must include `aud`.",
+    )
+    permissions: list[Permission] = Field(min_length=1)
+    item_types: list[NonEmptyName] | None = Field(
+        None, min_length=1, description="restrict the rule to these item types; omit for all"
+    )
+
+    @field_validator("issuer")
+    @classmethod
+    def _issuer_is_usable(cls, issuer: str | None) -> str | None:
+        if issuer is not None:
+            problem = _issuer_problem(issuer)
+            if problem:
+                raise ValueError(f"issuer {problem}")
+        return issuer
+
+    @field_validator("claims")
+    @classmethod
+    def _claim_lists_are_not_empty(
+        cls, claims: dict[str, ClaimValue] | None
+    ) -> dict[str, ClaimValue] | None:
+        # An empty alternative list can never match: surely a mistake.
+        for name, value in (claims or {}).items():
+            if isinstance(value, list) and not value:
+                raise ValueError(f"claim {name!r} has an empty list of accepted values")
+        return claims
+
+    @field_validator("permissions")
+    @classmethod
+    def _permissions_are_unique(cls, permissions: list[Permission]) -> list[Permission]:
+        return _unique(permissions, "permissions")
+
+    @field_validator("groups", "item_types")
+    @classmethod
+    def _names_are_unique(cls, names: list[str] | None) -> list[str] | None:
+        return None if names is None else _unique(names, "entries")
+
+    @model_validator(mode="after")
+    def _one_kind_of_identity(self) -> AuthorizationRule:
+        if self.groups is not None and self.issuer is not None:
+            raise ValueError("a rule has either `groups` or `issuer` + `claims`, not both")
+        if self.groups is None and self.issuer is None:
+            raise ValueError("a rule needs either `groups` or `issuer` + `claims`")
+        if self.groups is not None and self.claims is not None:
+            raise ValueError("`claims` belong to `issuer` rules, not to `groups` rules")
+        # DDR-22: without an audience binding, a token any other service
+        # obtained from the same issuer would be accepted here too.
+        if self.issuer is not None and (not self.claims or "aud" not in self.claims):
+            raise ValueError("an `issuer` rule must bind the audience: add `aud` to `claims`")
+        return self
+
+    @property
+    def insecure_issuer(self) -> bool:
+        """True for an `http://` issuer: keys fetched in clear text (development only)."""
+        return self.issuer is not None and self.issuer.startswith("http://")
+
+
+class AuthorizationConfig(BaseModel):
+    """`authorization:` — no rules means no remote caller may do anything."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rules: list[AuthorizationRule] = Field(default_factory=list)
+
+    @property
+    def issuers(self) -> frozenset[str]:
+        """Every distinct `issuer:` value, `k8s` included as written."""
+        return frozenset(rule.issuer for rule in self.rules if rule.issuer is not None)
+
+    @property
+    def insecure_issuers(self) -> frozenset[str]:
+        """The `http://` issuers, so the application can warn about them."""
+        return frozenset(
+            rule.issuer for rule in self.rules if rule.issuer is not None and rule.insecure_issuer
+        )

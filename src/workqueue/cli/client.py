@@ -1,0 +1,333 @@
+"""Client commands: submit, status, retry, cancel, watch — a running service over HTTP.
+
+They need neither the server config nor DATABASE_URL: only `--url` (else
+WORKQUEUE_SERVICE_URL) and, when the service wants one, a token, which comes
+from WORKQUEUE_SERVICE_TOKEN and nowhere else (a flag would land in shell
+history and process listings). Exit codes: 0 ok, 1 the service answered an
+error, 2 usage, 3 the service cannot be reached; errors are `error: ...` lines
+on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+from workqueue.cli.client_files import PlannedAction, plan_file_actions
+from workqueue.cli.client_http import (
+    URL_VARIABLE,
+    ClientError,
+    ServiceClient,
+    ServiceError,
+    UsageError,
+    service_url,
+    token_from_environment,
+)
+from workqueue.cli.client_render import item_view, list_view, progress_line
+
+PANEL = "Client commands (talk to a running service)"
+ITEMS = "/api/work-items"
+MR_ITEMS = "/api/work-items/mr"
+MAX_PAGE_SIZE = 500  # the service refuses larger pages
+MAX_LIST_LIMIT = 10_000
+EXIT_INTERRUPTED = 130
+
+
+class PhaseChoice(enum.StrEnum):
+    """The phases of the public contract (the client does not import the server's enum)."""
+
+    ACTIVE = "active"  # being worked on or waiting
+    COMPLETED = "completed"  # finished successfully
+    FAILED = "failed"  # gave up; retry reactivates
+    CANCELLED = "cancelled"  # stopped; retry reactivates
+
+
+ENDED_PHASES = frozenset({PhaseChoice.COMPLETED, PhaseChoice.FAILED, PhaseChoice.CANCELLED})
+
+UrlOption = Annotated[
+    str | None,
+    typer.Option("--url", envvar=URL_VARIABLE, help="Base URL of the service.", show_envvar=True),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the service's JSON answer.")]
+IdOption = Annotated[uuid.UUID, typer.Option("--id", help="Work item id.")]
+
+
+@contextmanager
+def _service(url: str | None) -> Iterator[ServiceClient]:
+    """A client for the command's lifetime; any `ClientError` inside ends the command."""
+    token = token_from_environment()
+    try:
+        with ServiceClient(service_url(url), token) as client:
+            yield client
+    except ClientError as error:
+        for line in error.lines():
+            safe = line.replace(token, "***") if token else line
+            typer.echo(f"error: {safe}", err=True)
+        raise typer.Exit(error.exit_code) from None
+
+
+def _print_json(body: Any) -> None:
+    typer.echo(json.dumps(body, indent=2))
+
+
+def _object(body: Any, what: str) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise ServiceError(200, f"unexpected answer for {what}: not a JSON object")
+    return body
+
+
+def submit(
+    project: Annotated[str, typer.Option(help="Project path or numeric id, as a string.")],
+    source_branch: Annotated[str, typer.Option(help="Branch the commit goes to.")],
+    title: Annotated[str, typer.Option(help="MR title.")],
+    commit_message: Annotated[str, typer.Option(help="Message of the commit.")],
+    target_branch: Annotated[
+        str | None, typer.Option(help="Target branch (default: the project's default branch).")
+    ] = None,
+    description: Annotated[str | None, typer.Option(help="MR description.")] = None,
+    package: Annotated[str | None, typer.Option(help="Free-form label for filtering.")] = None,
+    change_kind: Annotated[str | None, typer.Option(help="Free-form label for filtering.")] = None,
+    label: Annotated[
+        list[str] | None, typer.Option("--label", help="GitLab label of the MR (repeatable).")
+    ] = None,
+    auto_merge: Annotated[
+        bool, typer.Option("--auto-merge/--no-auto-merge", help="Merge once the pipeline passes.")
+    ] = True,
+    file: Annotated[
+        list[str] | None,
+        typer.Option("--file", metavar="LOCAL:REPO", help="Update REPO with LOCAL's content."),
+    ] = None,
+    create: Annotated[
+        list[str] | None,
+        typer.Option("--create", metavar="LOCAL:REPO", help="Create REPO with LOCAL's content."),
+    ] = None,
+    delete: Annotated[
+        list[str] | None, typer.Option("--delete", metavar="REPO", help="Delete REPO.")
+    ] = None,
+    move: Annotated[
+        list[str] | None, typer.Option("--move", metavar="OLD:NEW", help="Move OLD to NEW.")
+    ] = None,
+    url: UrlOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Submit (or update) an MR work item; prints its id."""
+    with _service(url) as client:
+        planned = plan_file_actions(
+            updates=file or [], creates=create or [], deletes=delete or [], moves=move or []
+        )
+        body: dict[str, Any] = {
+            "project": project,
+            "source_branch": source_branch,
+            "title": title,
+            "commit_message": commit_message,
+            "labels": label or [],
+            "auto_merge": auto_merge,
+            "file_actions": [action.body for action in planned],
+        }
+        optional = {
+            "target_branch": target_branch,
+            "description": description,
+            "package": package,
+            "change_kind": change_kind,
+        }
+        body.update({key: value for key, value in optional.items() if value is not None})
+        try:
+            answer = _object(client.post(MR_ITEMS, body), "submit")
+        except ServiceError as error:
+            raise error.with_hints(lambda location: _origin(planned, location)) from None
+        if json_output:
+            _print_json(answer)
+        else:
+            typer.echo(answer.get("id"))
+
+
+def _origin(planned: list[PlannedAction], location: tuple[str | int, ...]) -> str | None:
+    """The flag behind `body.file_actions.N...`, so a 422 points at the command line."""
+    if len(location) >= 3 and location[:2] == ("body", "file_actions"):
+        index = location[2]
+        if isinstance(index, int) and 0 <= index < len(planned):
+            return planned[index].origin
+    return None
+
+
+def status(
+    item_id: Annotated[
+        uuid.UUID | None, typer.Option("--id", help="Show this item (else: list items).")
+    ] = None,
+    phase: Annotated[PhaseChoice | None, typer.Option(help="List: only this phase.")] = None,
+    item_type: Annotated[
+        str | None, typer.Option("--type", help="List: only this item type.")
+    ] = None,
+    project: Annotated[str | None, typer.Option(help="List mr items of this project.")] = None,
+    package: Annotated[str | None, typer.Option(help="List mr items of this package.")] = None,
+    source_branch: Annotated[
+        str | None, typer.Option(help="List mr items of this source branch.")
+    ] = None,
+    limit: Annotated[
+        int, typer.Option(min=1, max=MAX_LIST_LIMIT, help="List: at most this many items.")
+    ] = 50,
+    cursor: Annotated[
+        str | None, typer.Option(help="List: continue after a previous next_cursor.")
+    ] = None,
+    url: UrlOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Show one item (--id), or list items newest first."""
+    given = {"project": project, "package": package, "source_branch": source_branch}
+    mr_filters = {key: value for key, value in given.items() if value is not None}
+    with _service(url) as client:
+        if item_id is not None:
+            if phase or item_type or mr_filters or cursor:
+                raise UsageError("--id shows one item: it takes no list filters")
+            item = _object(client.get(f"{ITEMS}/{item_id}"), "the item")
+            if json_output:
+                _print_json(item)
+            else:
+                Console(highlight=False).print(item_view(item))
+            return
+        if mr_filters and item_type not in {None, "mr"}:
+            raise UsageError("--project, --package and --source-branch only apply to mr items")
+        path, params = (MR_ITEMS, dict(mr_filters)) if mr_filters else (ITEMS, {})
+        if item_type is not None and not mr_filters:
+            params["item_type"] = item_type
+        if phase is not None:
+            params["phase"] = phase.value
+        items, next_cursor = _collect(client, path, params, limit, cursor)
+        if json_output:
+            _print_json({"items": items, "next_cursor": next_cursor})
+            return
+        if items:
+            Console(highlight=False).print(list_view(items))
+        else:
+            typer.echo("no matching items")
+        if next_cursor:
+            typer.echo(f"more items exist: raise --limit, or pass --cursor {next_cursor}", err=True)
+
+
+def _collect(
+    client: ServiceClient, path: str, params: dict[str, str], limit: int, cursor: str | None
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Follow next_cursor until `limit` items; pages never overshoot, so the cursor resumes."""
+    items: list[dict[str, Any]] = []
+    while True:
+        query: dict[str, str | int] = {**params, "limit": min(limit - len(items), MAX_PAGE_SIZE)}
+        if cursor:
+            query["cursor"] = cursor
+        page = _object(client.get(path, query), "the list")
+        entries = page.get("items")
+        if not isinstance(entries, list):
+            raise ServiceError(200, "unexpected answer for the list: no items")
+        items.extend(entries)
+        cursor = page.get("next_cursor")
+        if not cursor or not entries or len(items) >= limit:
+            return items, cursor
+
+
+def retry(id_: IdOption, url: UrlOption = None, json_output: JsonOption = False) -> None:
+    """Reactivate a failed or cancelled item."""
+    with _service(url) as client:
+        item = _object(client.post(f"{ITEMS}/{id_}/retry"), "retry")
+        if json_output:
+            _print_json(item)
+        else:
+            typer.echo(f"retried {item.get('id')}: now {item.get('phase')}")
+
+
+def cancel(
+    id_: IdOption,
+    close_mr: Annotated[
+        bool, typer.Option("--close-mr", help="Also close the item's MR on GitLab.")
+    ] = False,
+    url: UrlOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Cancel an active or failed item (its MR stays open unless --close-mr)."""
+    with _service(url) as client:
+        item = _object(client.post(f"{ITEMS}/{id_}/cancel", {"close_mr": close_mr}), "cancel")
+        if json_output:
+            _print_json(item)
+        else:
+            typer.echo(f"cancelled {item.get('id')}: now {item.get('phase')}")
+
+
+def watch(
+    id_: IdOption,
+    interval: Annotated[
+        float, typer.Option(min=0.1, help="Seconds between two looks at the item.")
+    ] = 2.0,
+    url: UrlOption = None,
+) -> None:
+    """Follow an item until it ends: exit 0 when completed, 1 when failed or cancelled."""
+    with _service(url) as client:
+        console = Console(highlight=False)
+        try:
+            item = (_watch_live if console.is_terminal else _watch_log)(
+                client, id_, interval, console
+            )
+        except KeyboardInterrupt:
+            typer.echo("interrupted", err=True)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+    phase = item.get("phase")
+    if phase == PhaseChoice.COMPLETED:
+        return
+    reason = f": {item['error']}" if item.get("error") else ""
+    typer.echo(f"error: item {id_} ended {phase}{reason}", err=True)
+    raise typer.Exit(1)
+
+
+def _poll(client: ServiceClient, item_id: uuid.UUID, interval: float) -> Iterator[dict[str, Any]]:
+    """The item now and after every interval; the last one yielded has ended."""
+    while True:
+        item = _object(client.get(f"{ITEMS}/{item_id}"), "the item")
+        yield item
+        if item.get("phase") in ENDED_PHASES:
+            return
+        time.sleep(interval)
+
+
+def _watch_live(
+    client: ServiceClient, item_id: uuid.UUID, interval: float, console: Console
+) -> dict[str, Any]:
+    item: dict[str, Any] = {}
+    with Live(Text("loading…"), console=console, auto_refresh=False) as live:
+        for item in _poll(client, item_id, interval):
+            footer = None
+            if item.get("phase") not in ENDED_PHASES:
+                footer = f"watching: last look {_clock()}, every {interval:g}s (Ctrl-C stops)"
+            live.update(item_view(item, footer), refresh=True)
+    return item
+
+
+def _watch_log(
+    client: ServiceClient, item_id: uuid.UUID, interval: float, console: Console
+) -> dict[str, Any]:
+    """Without a terminal (CI logs, pipes): one line per change, then the final table."""
+    item: dict[str, Any] = {}
+    previous = None
+    for item in _poll(client, item_id, interval):
+        line = progress_line(item)
+        if line != previous:
+            typer.echo(f"{_clock()} {line}")
+            previous = line
+    console.print(item_view(item))
+    return item
+
+
+def _clock() -> str:
+    return datetime.now(UTC).astimezone().strftime("%H:%M:%S")
+
+
+def register_client_commands(app: typer.Typer) -> None:
+    for command in (submit, status, retry, cancel, watch):
+        app.command(rich_help_panel=PANEL)(command)

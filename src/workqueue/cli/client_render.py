@@ -1,0 +1,152 @@
+"""How the client commands show items to a person (rich tables); scripts use `--json`.
+
+Values from the service are wrapped in `Text`, never interpreted as rich markup:
+a title like `[bold]` must print as typed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+PHASE_STYLES = {"active": "cyan", "completed": "green", "failed": "red", "cancelled": "yellow"}
+# Item fields shown in this order (label, key); missing or null ones are left out.
+ITEM_FIELDS = (
+    ("type", "item_type"),
+    ("attempts", "attempts"),
+    ("actionable", "actionable"),
+    ("caller", "caller_identity"),
+    ("idempotency key", "idempotency_key"),
+    ("generation", "generation"),
+    ("created", "created_at"),
+    ("updated", "updated_at"),
+    ("next attempt", "next_attempt_at"),
+    ("leased until", "leased_until"),
+    ("last event", "last_event_at"),
+)
+TIME_KEYS = frozenset({"created_at", "updated_at", "next_attempt_at", "leased_until"})
+TIME_KEYS |= {"last_event_at", "pending_until"}
+
+
+def phase_text(phase: object) -> Text:
+    name = str(phase)
+    return Text(name, style=PHASE_STYLES.get(name, ""))
+
+
+def item_view(item: Mapping[str, Any], footer: str | None = None) -> RenderableType:
+    """One item: its fields, its type's details, then its dimensions."""
+    fields = Table(show_header=False, box=None, pad_edge=False, title_justify="left")
+    fields.title = Text(f"work item {item.get('id')}", style="bold")
+    fields.add_column(style="bold")
+    fields.add_column(overflow="fold")
+    fields.add_row("phase", phase_text(item.get("phase")))
+    error = item.get("error")
+    if error:
+        fields.add_row("error", Text(str(error), style="red"))
+    for label, key in ITEM_FIELDS:
+        if item.get(key) is not None:
+            fields.add_row(label, _value(key, item[key]))
+    details = item.get("details") or {}
+    for key, value in details.items():
+        if value is not None and value not in ("", []):
+            fields.add_row(key.replace("_", " "), _detail(key, value))
+    parts: list[RenderableType] = [fields, dimensions_view(item.get("dimensions") or [])]
+    if footer:
+        parts.append(Text(footer, style="dim"))
+    return Group(*parts)
+
+
+def dimensions_view(dimensions: Sequence[Mapping[str, Any]]) -> RenderableType:
+    if not dimensions:
+        return Text("no dimensions", style="dim")
+    table = Table(title="dimensions", title_justify="left")
+    for heading in ("dimension", "variant", "status", "pending until", "updated"):
+        table.add_column(heading)
+    for row in dimensions:
+        table.add_row(
+            Text(str(row.get("dimension", ""))),
+            Text(str(row.get("variant") or "")),
+            Text(str(row.get("status", ""))),
+            _value("pending_until", row.get("pending_until")),
+            _value("updated_at", row.get("updated_at")),
+        )
+    return table
+
+
+def list_view(items: Sequence[Mapping[str, Any]]) -> RenderableType:
+    table = Table()
+    table.add_column("id", no_wrap=True, min_width=36)
+    for heading in ("type", "phase", "attempts", "project / branch", "mr", "updated"):
+        table.add_column(heading, overflow="fold")
+    for item in items:
+        details = item.get("details") or {}
+        subject = " ".join(
+            str(details[key]) for key in ("project", "source_branch") if details.get(key)
+        )
+        table.add_row(
+            Text(str(item.get("id", ""))),
+            Text(str(item.get("item_type", ""))),
+            phase_text(item.get("phase")),
+            Text(str(item.get("attempts", ""))),
+            Text(subject),
+            Text(str(details.get("mr_url") or details.get("completion_reason") or "")),
+            _value("updated_at", item.get("updated_at")),
+        )
+    return table
+
+
+def progress_line(item: Mapping[str, Any]) -> str:
+    """A one-line state for logs (watch without a terminal)."""
+    dimensions = " ".join(
+        f"{row.get('dimension')}{'/' + row['variant'] if row.get('variant') else ''}"
+        f"={row.get('status')}"
+        for row in item.get("dimensions") or []
+    )
+    parts = [f"phase={item.get('phase')}", f"attempts={item.get('attempts')}"]
+    if dimensions:
+        parts.append(dimensions)
+    if item.get("error"):
+        parts.append(f"error={item['error']}")
+    return " ".join(parts)
+
+
+def _value(key: str, value: object) -> Text:
+    if value is None:
+        return Text("")
+    if key in TIME_KEYS and isinstance(value, str):
+        return Text(_time(value))
+    return Text(str(value))
+
+
+def _time(value: str) -> str:
+    try:
+        return datetime.fromisoformat(value).isoformat(sep=" ", timespec="seconds")
+    except ValueError:
+        return value
+
+
+def _detail(key: str, value: object) -> Text:
+    if key == "file_actions" and isinstance(value, list):
+        return Text("\n".join(_file_action(action) for action in value))
+    if isinstance(value, list):
+        return Text(", ".join(str(entry) for entry in value))
+    text = str(value)
+    first_line, _, rest = text.partition("\n")
+    return Text(first_line + (" …" if rest.strip() else ""))
+
+
+def _file_action(action: object) -> str:
+    if not isinstance(action, dict):
+        return str(action)
+    kind, path = action.get("action", "?"), action.get("file_path", "?")
+    if kind == "move":
+        return f"move {action.get('previous_path', '?')} → {path}"
+    if kind == "chmod":
+        return f"chmod {path} {'+x' if action.get('execute_filemode') else '-x'}"
+    binary = " (base64)" if action.get("encoding") == "base64" else ""
+    return f"{kind} {path}{binary}"

@@ -1,0 +1,93 @@
+"""SQL for reading items (API, CLI): one item, its dimensions, keyset-paged lists."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import uuid
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from workqueue.queue.models import WorkItem, WorkItemStatus
+
+MAX_PAGE_SIZE = 500
+
+
+class InvalidCursorError(ValueError):
+    """The cursor was not produced by this service (or was altered)."""
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[WorkItem]
+    next_cursor: str | None
+
+
+def get_item(session: Session, item_id: uuid.UUID) -> WorkItem | None:
+    return session.get(WorkItem, item_id)
+
+
+def dimensions_of(
+    session: Session, item_ids: Collection[uuid.UUID]
+) -> dict[uuid.UUID, list[WorkItemStatus]]:
+    found: dict[uuid.UUID, list[WorkItemStatus]] = {item_id: [] for item_id in item_ids}
+    if not item_ids:
+        return found
+    rows = session.scalars(
+        sa.select(WorkItemStatus)
+        .where(WorkItemStatus.work_item_id.in_(list(item_ids)))
+        .order_by(WorkItemStatus.dimension, WorkItemStatus.variant)
+    )
+    for row in rows:
+        found[row.work_item_id].append(row)
+    return found
+
+
+def list_items(
+    session: Session,
+    *,
+    model: type[WorkItem] = WorkItem,
+    item_types: Collection[str] | None,
+    filters: Sequence[sa.ColumnElement[bool]] = (),
+    limit: int,
+    cursor: str | None,
+) -> Page:
+    """Newest first; `item_types` None means every type; the cursor continues a previous page."""
+    statement = sa.select(model).where(*filters)
+    if item_types is not None:
+        statement = statement.where(model.item_type.in_(list(item_types)))
+    if cursor is not None:
+        created_at, item_id = decode_cursor(cursor)
+        statement = statement.where(
+            sa.tuple_(model.created_at, model.id)
+            < sa.tuple_(sa.literal(created_at), sa.literal(item_id))
+        )
+    rows = list(
+        session.scalars(
+            statement.order_by(model.created_at.desc(), model.id.desc()).limit(limit + 1)
+        )
+    )
+    next_cursor = encode_cursor(rows[limit - 1]) if len(rows) > limit else None
+    return Page(rows[:limit], next_cursor)
+
+
+def encode_cursor(item: WorkItem) -> str:
+    payload = json.dumps({"created_at": item.created_at.isoformat(), "id": str(item.id)})
+    return base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        payload: Any = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        return datetime.fromisoformat(payload["created_at"]), uuid.UUID(payload["id"])
+    except (binascii.Error, ValueError, KeyError, TypeError, UnicodeDecodeError) as error:
+        raise InvalidCursorError(
+            "cursor is not valid; pass next_cursor from a previous page"
+        ) from error
