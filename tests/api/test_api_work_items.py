@@ -189,3 +189,34 @@ def test_health_readiness_metrics_and_docs(client):
     assert 'workqueue_items{item_type="mr",phase="active"} 1.0' in metrics.text
     for path in ("/docs", "/redoc", "/openapi.json"):
         assert client.get(path).status_code == 200
+
+
+def _wait_for_mr(client, item_id):
+    wait_until(
+        lambda: client.get(f"/api/work-items/{item_id}").json()["details"]["mr_iid"] is not None,
+        timeout=30,
+        what="the MR",
+    )
+
+
+def test_cancel_leaves_the_mr_open_unless_asked_to_close_it(client, simulator):
+    kept = submit(client).json()["id"]
+    closed = submit(client, source_branch="bot/other").json()["id"]
+    _wait_for_mr(client, kept)
+    _wait_for_mr(client, closed)
+    assert client.post(f"/api/work-items/{kept}/cancel").status_code == 200
+    answer = client.post(f"/api/work-items/{closed}/cancel", json={"close_mr": True})
+    assert (answer.status_code, answer.json()["phase"]) == (200, "cancelled")
+    states = {mr["source_branch"]: mr["state"] for mr in simulator.merge_requests(PROJECT)}
+    assert states == {"bot/sync-kernel": "opened", "bot/other": "closed"}
+    iid = client.get(f"/api/work-items/{closed}").json()["details"]["mr_iid"]
+    assert any("cancelled" in note["body"] for note in simulator.notes(PROJECT, iid))
+
+
+def test_gitlab_failure_while_cancelling_is_502_and_changes_nothing(client, simulator):
+    item_id = submit(client).json()["id"]
+    _wait_for_mr(client, item_id)
+    simulator.inject_fault("GET", "/projects/:id/merge_requests/:merge_request_iid", status=503)
+    answer = client.post(f"/api/work-items/{item_id}/cancel", json={"close_mr": True})
+    assert answer.status_code == 502
+    assert client.get(f"/api/work-items/{item_id}").json()["phase"] == "active"

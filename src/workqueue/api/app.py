@@ -20,6 +20,7 @@ from workqueue.api.metrics import ServiceMetrics
 from workqueue.config import ServiceConfig
 from workqueue.db.engine import build_engine, build_sessions
 from workqueue.db.url import libpq_conninfo, normalize_database_url
+from workqueue.gitlab.errors import GitLabError
 from workqueue.queue.audit import AuditLog, ObjectStore
 from workqueue.queue.processing import ProcessingManager
 from workqueue.settings import Settings
@@ -86,11 +87,19 @@ def create_app(
     )
     app.state.metrics = service_metrics
     app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes)
+    app.add_exception_handler(GitLabError, _gitlab_error)
     app.add_exception_handler(Exception, _internal_error)
     # Type routes first: `/api/work-items/mr` must not be taken for an item id.
     for router in (health.router, metrics.router, mr_routes.router, work_items.router):
         app.include_router(router)
     return app
+
+
+async def _gitlab_error(request: Request, error: Exception) -> JSONResponse:
+    # A GitLab call made on behalf of the request (e.g. closing an MR on cancel)
+    # failed; nothing was committed. The message never holds the token.
+    logger.warning("GitLab failed during %s %s: %s", request.method, request.url.path, error)
+    return JSONResponse({"detail": str(error)}, status_code=502)
 
 
 async def _internal_error(request: Request, error: Exception) -> JSONResponse:

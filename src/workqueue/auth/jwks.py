@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.ed448 import Ed448PublicKey
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 from jwt import PyJWK
-from jwt.exceptions import PyJWKError
+from jwt.exceptions import PyJWTError
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def _verification_key(jwk: Mapping[str, Any]) -> VerificationKey | None:
         return None
     try:
         loaded = PyJWK(dict(jwk), algorithm=min(allowed)).key
-    except (PyJWKError, ValueError, TypeError):
+    except (PyJWTError, ValueError, TypeError):
         logger.warning("skipping published key %r: it cannot be loaded", key_id)
         return None
     if not isinstance(loaded, PublicKey):

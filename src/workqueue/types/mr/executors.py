@@ -8,15 +8,21 @@ DDR-14); nothing here retries on its own.
 
 from __future__ import annotations
 
-from typing import cast
+from collections.abc import Mapping
+from typing import Any, cast
+
+from sqlalchemy.orm import Session
 
 from workqueue.gitlab.client import GitLabClient
 from workqueue.gitlab.models import MergeRequestInfo
 from workqueue.queue.context import ExecutionContext
 from workqueue.queue.errors import PermanentError
-from workqueue.queue.models import DimensionStatus, Phase
+from workqueue.queue.models import DimensionStatus, Phase, WorkItem
 from workqueue.types.mr.models import CompletionReason, MRDimension, MRWorkItem
 
+CANCELLED_NOTE = (
+    "Closing: the work item behind this merge request was cancelled. (workqueue-service)"
+)
 EMPTY_DIFF_NOTE = (
     "Closing: the target branch already contains these changes, so this merge "
     "request would be empty. (workqueue-service)"
@@ -78,6 +84,18 @@ class MRExecutors:
         item.detailed_merge_status = merge_request.detailed_merge_status
         context.set_dimension(MRDimension.NEEDS_MR, DimensionStatus.FALSE)
         context.audit("mr_ensured", mr_iid=merge_request.iid, sha=commit.sha)
+
+    def close_on_cancel(self, session: Session, item: WorkItem, options: Mapping[str, Any]) -> None:
+        """Cancel hook: with `close_mr`, close the item's open MR with a note (else no-op)."""
+        del session  # nothing to write beyond what the generic cancel does
+        mr_item = cast("MRWorkItem", item)
+        if not options.get("close_mr") or mr_item.mr_iid is None:
+            return
+        merge_request = self._gitlab.merge_request(mr_item.project, mr_item.mr_iid)
+        if merge_request.state != "opened":
+            return
+        self._gitlab.add_note(mr_item.project, mr_item.mr_iid, CANCELLED_NOTE)
+        self._gitlab.close_merge_request(mr_item.project, mr_item.mr_iid)
 
     def _sync_metadata(self, item: MRWorkItem, merge_request: MergeRequestInfo) -> MergeRequestInfo:
         wanted = {

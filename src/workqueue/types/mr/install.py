@@ -40,3 +40,4 @@ def install_mr(registry: TypeRegistry, section: Mapping[str, Any], context: Inst
         MR_ITEM_TYPE, model=MRWorkItem, decider=decide_mr, config=config
     )
     registration.add_executor("ensure_mr", executors.ensure_mr)
+    registration.cancel_hook = executors.close_on_cancel
