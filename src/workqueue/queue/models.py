@@ -159,6 +159,23 @@ class WorkItemStatus(Base):
     )
 
 
+class ReceivedDelivery(Base):
+    """Deliveries already accepted (webhook UUID / Idempotency-Key): redeliveries are no-ops.
+
+    Kept after their events are processed, unlike `pending_events`; the safety
+    sweep prunes rows older than the retention window.
+    """
+
+    __tablename__ = "received_deliveries"
+
+    delivery_key: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    source: Mapped[str] = mapped_column(sa.String(32), nullable=False)  # webhook | sqs
+    event_type: Mapped[str] = mapped_column(sa.String(64), nullable=False)
+    received_at: Mapped[datetime] = _utc_now_column()
+
+    __table_args__ = (sa.Index("ix_received_deliveries_received_at", "received_at"),)
+
+
 class PendingEvent(Base):
     """A raw event waiting to be interpreted by its item's processing loop (DDR-30/33)."""
 

@@ -19,6 +19,9 @@ class MRDimension(enum.StrEnum):
     """The `needs_*` dimensions of an MR item, in the decider's priority order."""
 
     NEEDS_MR = "needs_mr"  # the branch and MR must be brought to the submitted content
+    NEEDS_RECONCILE = "needs_reconcile"  # look at the MR: merged/closed? mergeable now?
+    NEEDS_CI_RETRY = "needs_ci_retry"  # variant = job name: a failed job may be retried
+    NEEDS_EMPTY_CHECK = "needs_empty_check"  # periodic: has the MR's diff become empty?
 
 
 class CompletionReason(enum.StrEnum):
@@ -55,8 +58,17 @@ class MRWorkItem(WorkItem):
     mr_url: Mapped[str | None] = mapped_column(sa.Text)
     mr_sha: Mapped[str | None] = mapped_column(sa.Text)  # head after our last push
     head_pipeline_id: Mapped[int | None] = mapped_column(sa.BigInteger)
+    head_pipeline_sha: Mapped[str | None] = mapped_column(sa.Text)
+    head_pipeline_status: Mapped[str | None] = mapped_column(sa.Text)
     detailed_merge_status: Mapped[str | None] = mapped_column(sa.Text)
     completion_reason: Mapped[str | None] = mapped_column(sa.Text)
+    # Set when someone else pushed to the bot branch: the service stops
+    # force-pushing over that work until the caller resubmits.
+    foreign_head_sha: Mapped[str | None] = mapped_column(sa.Text)
+    # Retries of failed CI jobs over the item's whole life, by job name.
+    ci_retry_counts: Mapped[dict[str, int]] = mapped_column(
+        JSONB, nullable=False, server_default="{}"
+    )
 
     __table_args__ = (
         # Upsert lookups and list filters go by the natural identity.
