@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 
 import gitlab
 import pytest
@@ -22,16 +23,16 @@ ACTIONS = [{"action": "update", "file_path": "README.md", "content": "x\n"}]
 
 # Every public operation, with arguments that would succeed on a healthy server.
 OPERATIONS = {
-    "project": lambda c, w: c.project(PROJECT),
-    "branch": lambda c, w: c.branch(PROJECT, "main"),
-    "delete_branch": lambda c, w: c.delete_branch(PROJECT, "bot/x"),
-    "commit": lambda c, w: c.commit(
+    "project": lambda c, _w: c.project(PROJECT),
+    "branch": lambda c, _w: c.branch(PROJECT, "main"),
+    "delete_branch": lambda c, _w: c.delete_branch(PROJECT, "bot/x"),
+    "commit": lambda c, _w: c.commit(
         PROJECT, branch="bot/y", start_branch="main", message="m", actions=ACTIONS
     ),
-    "compare": lambda c, w: c.compare(PROJECT, "main", "bot/x"),
-    "open_merge_requests": lambda c, w: c.open_merge_requests(PROJECT, "bot/x"),
+    "compare": lambda c, _w: c.compare(PROJECT, "main", "bot/x"),
+    "open_merge_requests": lambda c, _w: c.open_merge_requests(PROJECT, "bot/x"),
     "merge_request": lambda c, w: c.merge_request(PROJECT, w["mr"]),
-    "create_merge_request": lambda c, w: c.create_merge_request(
+    "create_merge_request": lambda c, _w: c.create_merge_request(
         PROJECT, source_branch="bot/z", target_branch="main", title="t"
     ),
     "update_merge_request": lambda c, w: c.update_merge_request(PROJECT, w["mr"], title="t2"),
@@ -43,6 +44,27 @@ OPERATIONS = {
     "job": lambda c, w: c.job(PROJECT, w["job"]),
     "retry_job": lambda c, w: c.retry_job(PROJECT, w["job"]),
     "job_trace_tail": lambda c, w: c.job_trace_tail(PROJECT, w["job"], 100),
+}
+
+# The `on_call` operation name of each method.
+OPERATION_NAMES = {
+    "project": "projects.get",
+    "branch": "branches.get",
+    "delete_branch": "branches.delete",
+    "commit": "commits.create",
+    "compare": "repository.compare",
+    "open_merge_requests": "merge_requests.list",
+    "merge_request": "merge_requests.get",
+    "create_merge_request": "merge_requests.create",
+    "update_merge_request": "merge_requests.update",
+    "close_merge_request": "merge_requests.close",
+    "merge": "merge_requests.merge",
+    "add_note": "notes.create",
+    "pipeline": "pipelines.get",
+    "pipeline_jobs": "pipeline_jobs.list",
+    "job": "jobs.get",
+    "retry_job": "jobs.retry",
+    "job_trace_tail": "jobs.trace",
 }
 
 
@@ -67,11 +89,12 @@ def world(sim, project_id):
 
 @pytest.mark.parametrize("operation", sorted(OPERATIONS))
 def test_every_operation_succeeds_in_one_request_without_retry_params(
-    sim, client, world, operation
+    sim, client, world, calls, operation
 ):
     OPERATIONS[operation](client, world)
     records = sim.log.records()
-    assert len(records) == 1 if operation != "pipeline_jobs" else len(records) >= 1
+    assert len(records) == 1
+    assert calls.calls == [(OPERATION_NAMES[operation], records[0].status)]
     for record in records:
         assert not {"obey_rate_limit", "max_retries", "retry_transient_errors", "timeout"} & set(
             record.query
@@ -80,7 +103,7 @@ def test_every_operation_succeeds_in_one_request_without_retry_params(
 
 @pytest.mark.parametrize("operation", sorted(OPERATIONS))
 @pytest.mark.parametrize(
-    ("fault", "kind", "status"),
+    "case",
     [
         ({"status": 500}, RetryableGitLabError, 500),
         ({"status": 503, "headers": {"Retry-After": "2"}}, RetryableGitLabError, 503),
@@ -89,12 +112,14 @@ def test_every_operation_succeeds_in_one_request_without_retry_params(
         ({"status": 403}, PermanentGitLabError, 403),
         ({"status": 200, "body": b"<html>proxy</html>"}, None, None),
         ({"status": 200, "body": ["not", "an", "object"]}, None, None),
+        ({"status": 200, "body": {"not": "a list"}}, None, None),
     ],
-    ids=["500", "503", "429", "disconnect", "403", "html-200", "wrong-shape-200"],
+    ids=["500", "503", "429", "disconnect", "403", "html-200", "list-200", "object-200"],
 )
 def test_every_operation_classifies_failures_after_exactly_one_request(
-    sim, client, world, calls, operation, fault, kind, status
+    sim, client, world, operation, case
 ):
+    fault, kind, status = case
     rule = sim.inject_fault("*", "*", times=None, **fault)
     if fault.get("status") == 200:
         # A 2xx the client cannot read: raw bodies (delete, trace) are fine, JSON is not.
@@ -106,7 +131,7 @@ def test_every_operation_classifies_failures_after_exactly_one_request(
         OPERATIONS[operation](client, world)
     error = caught.value
     assert error.status == status
-    assert error.operation == calls.calls[-1][0]
+    assert error.operation == OPERATION_NAMES[operation]
     assert error.__cause__ is None
     assert error.__context__ is None
     assert rule.hits == 1  # python-gitlab did not retry
@@ -166,15 +191,24 @@ def test_connection_refused_is_retryable(make_client, closed_port, calls):
     assert calls.calls == [("projects.get", "connection_error")]
 
 
+def wait_for_requests(sim, count, limit=5.0):
+    """The slow handler logs its request only once it has slept: wait for it."""
+    deadline = time.monotonic() + limit
+    while sim.request_count() < count and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return sim.request_count()
+
+
 def test_timeout_is_retryable(sim, make_client, project_id, calls):
     client = make_client(timeout=0.2, on_call=calls)
-    rule = sim.inject_fault("GET", PROJECT_ROUTE, status=None, latency=1.5, times=None)
+    rule = sim.inject_fault("GET", PROJECT_ROUTE, status=None, latency=0.4, times=None)
     with pytest.raises(RetryableGitLabError) as caught:
         client.project(PROJECT)
     assert caught.value.status is None
     assert "timed out" in caught.value.message
     assert calls.calls == [("projects.get", "timeout")]
     assert rule.hits == 1
+    assert wait_for_requests(sim, 1) == 1
 
 
 def test_403_and_404_are_permanent(sim, client, project_id):
@@ -216,8 +250,9 @@ def test_the_token_never_appears_in_errors(sim, client, make_client, closed_port
     sim.inject_fault("GET", PROJECT_ROUTE, status=502, body=f"<html>{TOKEN}</html>".encode())
     collect(lambda: client.project(PROJECT))
     collect(lambda: make_client(url=f"http://127.0.0.1:{closed_port}").project(PROJECT))
-    sim.inject_fault("GET", PROJECT_ROUTE, status=None, latency=1.0)
+    sim.inject_fault("GET", PROJECT_ROUTE, status=None, latency=0.4)
     collect(lambda: make_client(timeout=0.2).project(PROJECT))
+    wait_for_requests(sim, 6)  # all but the refused connection reached the simulator
 
     assert len(failures) == 7
     assert failures[3].message == "bad PRIVATE-TOKEN [REDACTED]"
