@@ -6,7 +6,6 @@ Authentication happens here and only from the `Authorization` header:
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Annotated, Literal, Protocol
 
@@ -40,8 +39,8 @@ class Gatekeeper(Protocol):
 
     def allowed(self, caller: Caller, permission: Permission, item_type: str) -> bool: ...
 
-    def readable_types(self, caller: Caller, item_types: Collection[str]) -> set[str] | None:
-        """The types among `item_types` the caller may read; None: every type, unfiltered."""
+    def readable_types(self, caller: Caller) -> set[str] | None:
+        """The item types the caller may read (empty: none); None: every type."""
 
     def close(self) -> None:
         """Release connections to identity providers."""

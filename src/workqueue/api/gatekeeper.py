@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 
 from workqueue.api.deps import Caller, CallerAuthenticationError, Permission
 from workqueue.auth.authenticator import Authenticator
-from workqueue.auth.authorization import ALL_ITEM_TYPES, is_allowed, readable_item_types
+from workqueue.auth.authorization import is_allowed, readable_item_types
 from workqueue.auth.config import AuthorizationRule
 from workqueue.auth.errors import AuthenticationError
 from workqueue.auth.principal import Principal
@@ -30,11 +30,11 @@ class RuleGatekeeper:
     def allowed(self, caller: Caller, permission: Permission, item_type: str) -> bool:
         return is_allowed(_principal(caller), self._rules, permission, item_type)
 
-    def readable_types(self, caller: Caller, item_types: Collection[str]) -> set[str] | None:
+    def readable_types(self, caller: Caller) -> set[str] | None:
         scope = readable_item_types(_principal(caller), self._rules)
-        if scope == ALL_ITEM_TYPES:
+        if scope.all_types:
             return None  # no filter: also types other replicas handle (shared database)
-        return {item_type for item_type in item_types if scope.allows(item_type)}
+        return set(scope.item_types)
 
     def close(self) -> None:
         self._authenticator.close()

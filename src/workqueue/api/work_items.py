@@ -49,7 +49,7 @@ def list_work_items(
     cursor: Cursor = None,
 ) -> WorkItemPage:
     """Items of every type the caller may read, newest first."""
-    readable = runtime.gatekeeper.readable_types(caller, runtime.registry.item_types)
+    readable = runtime.gatekeeper.readable_types(caller)
     if item_type is not None:
         require(runtime, caller, "read", item_type)
         readable = {item_type}
