@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -13,7 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import jsonschema
 import pytest
+import yaml
 from databases import create_database_from, drop_database
 from harness import wait_until
 
@@ -213,3 +216,52 @@ def test_bad_option_values_are_usage_errors(config_path):
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert "loud" in result.stderr
+
+
+def test_json_logs_are_one_object_per_line(server_url, config_path):
+    url = create_database_from(server_url, "template0")
+    port = _free_port()
+    env = _environment(config_path, DATABASE_URL=url.render_as_string(hide_password=False))
+    server = subprocess.Popen(
+        [sys.executable, "-m", "workqueue", "serve", "--port", str(port), "--log-format", "json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+
+        def ready() -> bool:
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_until(ready, timeout=60, what="the service")
+        server.send_signal(signal.SIGTERM)
+        _, errors = server.communicate(timeout=60)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.communicate()
+        drop_database(server_url, url)
+    lines = [line for line in errors.splitlines() if line.strip()]
+    assert lines
+    not_json = [line for line in lines if not line.startswith("{")]
+    assert not_json == []
+    records = [json.loads(line) for line in lines]
+    assert {"time", "level", "logger", "message"} <= set(records[0])
+    assert any(record["logger"].startswith("uvicorn") for record in records)
+
+
+def test_config_schema_describes_the_file(tmp_path):
+    result = _run(["config-schema"], dict(os.environ))
+    assert result.returncode == 0
+    schema = json.loads(result.stdout)
+    validator = jsonschema.Draft202012Validator(schema)
+    example = yaml.safe_load(
+        (Path(__file__).parents[2] / "examples" / "dev-config.yml").read_text()
+    )
+    assert list(validator.iter_errors(example)) == []
+    assert list(validator.iter_errors({"handled_types": {"mr": {"colour": "blue"}}}))
+    assert list(validator.iter_errors({"surprise": 1}))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Literal, Protocol
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, HTTPException, Query, Request
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -18,6 +18,10 @@ from workqueue.queue.processing import ProcessingManager
 from workqueue.queue.registry import TypeRegistry
 
 Permission = Literal["read", "submit", "retry"]
+
+# PostgreSQL text cannot hold NUL: refuse it at the edge (422), not in the database (500).
+NO_NUL_PATTERN = r"^[^\x00]*$"
+FilterText = Annotated[str | None, Query(pattern=NO_NUL_PATTERN, max_length=1024)]
 
 
 class Caller(Protocol):

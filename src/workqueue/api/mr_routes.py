@@ -8,7 +8,7 @@ from fastapi import APIRouter, HTTPException, Query, Response
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy.orm import Session
 
-from workqueue.api.deps import CallerDep, Runtime, RuntimeDep, require
+from workqueue.api.deps import CallerDep, FilterText, Runtime, RuntimeDep, require
 from workqueue.api.schemas import SubmitResponse, WorkItemPage, item_body
 from workqueue.api.work_items import page_body
 from workqueue.db.transactions import run_in_transaction
@@ -80,13 +80,13 @@ def submit(
 def list_mr_items(
     runtime: RuntimeDep,
     caller: CallerDep,
-    project: str | None = None,
-    package: str | None = None,
-    source_branch: str | None = None,
+    project: FilterText = None,
+    package: FilterText = None,
+    source_branch: FilterText = None,
     phase: Phase | None = None,
-    caller_identity: str | None = None,
+    caller_identity: FilterText = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 50,
-    cursor: str | None = None,
+    cursor: FilterText = None,
 ) -> WorkItemPage:
     """MR items, newest first, filtered on any of the given fields."""
     _mr_config(runtime)

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Body, Header, HTTPException, Query
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from workqueue.api.deps import CallerDep, Runtime, RuntimeDep, require
+from workqueue.api.deps import NO_NUL_PATTERN, CallerDep, FilterText, Runtime, RuntimeDep, require
 from workqueue.api.schemas import CancelRequest, TokenBody, WorkItemBody, WorkItemPage, item_body
 from workqueue.db.transactions import run_in_transaction
 from workqueue.queue import read_repository, repository
@@ -20,7 +20,10 @@ from workqueue.queue.read_repository import MAX_PAGE_SIZE, InvalidCursorError, P
 router = APIRouter(prefix="/api/work-items", tags=["work items"])
 
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE, description="page size")]
-Cursor = Annotated[str | None, Query(description="next_cursor of the previous page")]
+Cursor = Annotated[
+    str | None,
+    Query(description="next_cursor of the previous page", pattern=NO_NUL_PATTERN),
+]
 
 RETRYABLE_PHASES = frozenset({Phase.FAILED, Phase.CANCELLED})
 CANCELLABLE_PHASES = frozenset({Phase.ACTIVE, Phase.FAILED})
@@ -43,7 +46,7 @@ def me(
 def list_work_items(
     runtime: RuntimeDep,
     caller: CallerDep,
-    item_type: str | None = None,
+    item_type: FilterText = None,
     phase: Phase | None = None,
     limit: Limit = 50,
     cursor: Cursor = None,

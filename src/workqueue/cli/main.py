@@ -6,8 +6,8 @@ Errors are one line on stderr with a non-zero exit code, never a traceback.
 from __future__ import annotations
 
 import enum
+import json
 import logging
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -24,10 +24,16 @@ from workqueue.cli.database import (
     check_and_migrate,
     service_database,
 )
+from workqueue.cli.logging_setup import LogFormat, configure_logging
 from workqueue.config import ConfigError, ServiceConfig, describe_validation_error, load_config
 from workqueue.db.url import InvalidDatabaseURLError
 from workqueue.settings import Settings
-from workqueue.types.catalog import HandledTypeError, build_registry, install_context
+from workqueue.types.catalog import (
+    HandledTypeError,
+    build_registry,
+    install_context,
+    type_config_models,
+)
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -85,16 +91,6 @@ def _config(settings: Settings) -> ServiceConfig:
     return config
 
 
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
-    # Alembic announces its context on every readiness probe; that is noise.
-    logging.getLogger("alembic.runtime.migration").setLevel(logging.WARNING)
-
-
 @app.command()
 def serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
@@ -104,9 +100,12 @@ def serve(
         bool, typer.Option("--no-migrate", help="Do not apply pending migrations.")
     ] = False,
     log_level: Annotated[LogLevel, typer.Option(help="Log verbosity.")] = LogLevel.INFO,
+    log_format: Annotated[
+        LogFormat, typer.Option(help="text for a terminal, json for log collectors.")
+    ] = LogFormat.TEXT,
 ) -> None:
     """Run the HTTP API and the processing engine."""
-    _configure_logging(log_level.value)
+    configure_logging(log_level.value, log_format)
     settings = _settings()
     config = _config(settings)
     started = True
@@ -131,7 +130,8 @@ def _run_server(
     except (RuntimeError, ValueError) as error:
         raise StartupError(str(error)) from None
     server = uvicorn.Server(
-        uvicorn.Config(application, host=host, port=port, log_level=level.value)
+        # log_config=None: uvicorn's loggers go through our handler (text or JSON).
+        uvicorn.Config(application, host=host, port=port, log_level=level.value, log_config=None)
     )
     server.run()
     return bool(server.started)
@@ -140,7 +140,7 @@ def _run_server(
 @app.command()
 def migrate(data_dir: DataDirOption = None) -> None:
     """Apply pending database migrations (own version table) and exit."""
-    _configure_logging("warning")
+    configure_logging("warning")
     settings = _settings()
     try:
         with service_database(settings, data_dir) as url:
@@ -153,6 +153,26 @@ def migrate(data_dir: DataDirOption = None) -> None:
 
 
 register_client_commands(app)
+
+
+@app.command("config-schema")
+def config_schema() -> None:
+    """Print the JSON Schema of the configuration file (every known item type included)."""
+    schema = ServiceConfig.model_json_schema()
+    definitions = schema.setdefault("$defs", {})
+    sections: dict[str, object] = {}
+    for name, model in type_config_models().items():
+        section = model.model_json_schema(ref_template="#/$defs/{model}")
+        definitions.update(section.pop("$defs", {}))
+        definitions[model.__name__] = section
+        sections[name] = {"anyOf": [{"$ref": f"#/$defs/{model.__name__}"}, {"type": "null"}]}
+    schema["properties"]["handled_types"] = {
+        "description": "Item types this replica serves, each with its own settings (DDR-25).",
+        "type": "object",
+        "properties": sections,
+        "additionalProperties": False,
+    }
+    typer.echo(json.dumps(schema, indent=2, sort_keys=True))
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from workqueue.queue.registry import TypeRegistry
 from workqueue.settings import Settings
@@ -50,6 +50,13 @@ def known_types() -> dict[str, TypeInstaller]:
     from workqueue.types.mr.install import install_mr  # noqa: PLC0415
 
     return {"mr": install_mr}
+
+
+def type_config_models() -> dict[str, type[BaseModel]]:
+    """Each known type's `handled_types.<name>` section model (for the JSON Schema)."""
+    from workqueue.types.mr.config import MRTypeConfig  # noqa: PLC0415 - see known_types
+
+    return {"mr": MRTypeConfig}
 
 
 def build_registry(
