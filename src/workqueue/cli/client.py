@@ -30,6 +30,7 @@ from workqueue.cli.client_http import (
     ClientError,
     ServiceClient,
     ServiceError,
+    UnexpectedAnswerError,
     UsageError,
     service_url,
     token_from_environment,
@@ -83,7 +84,7 @@ def _print_json(body: Any) -> None:
 
 def _object(body: Any, what: str) -> dict[str, Any]:
     if not isinstance(body, dict):
-        raise ServiceError(200, f"unexpected answer for {what}: not a JSON object")
+        raise UnexpectedAnswerError(f"unexpected answer for {what}: not a JSON object")
     return body
 
 
@@ -187,32 +188,52 @@ def status(
     given = {"project": project, "package": package, "source_branch": source_branch}
     mr_filters = {key: value for key, value in given.items() if value is not None}
     with _service(url) as client:
-        if item_id is not None:
-            if phase or item_type or mr_filters or cursor:
-                raise UsageError("--id shows one item: it takes no list filters")
+        if item_id is None:
+            path, params = _list_query(item_type, phase, mr_filters)
+            _show_list(client, path, params, limit, cursor, json_output=json_output)
+        elif phase or item_type or mr_filters or cursor:
+            raise UsageError("--id shows one item: it takes no list filters")
+        else:
             item = _object(client.get(f"{ITEMS}/{item_id}"), "the item")
             if json_output:
                 _print_json(item)
             else:
                 Console(highlight=False).print(item_view(item))
-            return
-        if mr_filters and item_type not in {None, "mr"}:
-            raise UsageError("--project, --package and --source-branch only apply to mr items")
-        path, params = (MR_ITEMS, dict(mr_filters)) if mr_filters else (ITEMS, {})
-        if item_type is not None and not mr_filters:
-            params["item_type"] = item_type
-        if phase is not None:
-            params["phase"] = phase.value
-        items, next_cursor = _collect(client, path, params, limit, cursor)
-        if json_output:
-            _print_json({"items": items, "next_cursor": next_cursor})
-            return
-        if items:
-            Console(highlight=False).print(list_view(items))
-        else:
-            typer.echo("no matching items")
-        if next_cursor:
-            typer.echo(f"more items exist: raise --limit, or pass --cursor {next_cursor}", err=True)
+
+
+def _list_query(
+    item_type: str | None, phase: PhaseChoice | None, mr_filters: dict[str, str]
+) -> tuple[str, dict[str, str]]:
+    """The generic list, or the mr list when an mr-only filter is given."""
+    if mr_filters and item_type not in {None, "mr"}:
+        raise UsageError("--project, --package and --source-branch only apply to mr items")
+    path, params = (MR_ITEMS, dict(mr_filters)) if mr_filters else (ITEMS, {})
+    if item_type is not None and not mr_filters:
+        params["item_type"] = item_type
+    if phase is not None:
+        params["phase"] = phase.value
+    return path, params
+
+
+def _show_list(
+    client: ServiceClient,
+    path: str,
+    params: dict[str, str],
+    limit: int,
+    cursor: str | None,
+    *,
+    json_output: bool,
+) -> None:
+    items, next_cursor = _collect(client, path, params, limit, cursor)
+    if json_output:
+        _print_json({"items": items, "next_cursor": next_cursor})
+        return
+    if items:
+        Console(highlight=False).print(list_view(items))
+    else:
+        typer.echo("no matching items")
+    if next_cursor:
+        typer.echo(f"more items exist: raise --limit, or pass --cursor {next_cursor}", err=True)
 
 
 def _collect(
@@ -227,7 +248,7 @@ def _collect(
         page = _object(client.get(path, query), "the list")
         entries = page.get("items")
         if not isinstance(entries, list):
-            raise ServiceError(200, "unexpected answer for the list: no items")
+            raise UnexpectedAnswerError("unexpected answer for the list: no items")
         items.extend(entries)
         cursor = page.get("next_cursor")
         if not cursor or not entries or len(items) >= limit:
@@ -281,7 +302,9 @@ def watch(
     phase = item.get("phase")
     if phase == PhaseChoice.COMPLETED:
         return
-    reason = f": {item['error']}" if item.get("error") else ""
+    # A cancelled item may still carry the error of an earlier attempt: not its reason.
+    failed = phase == PhaseChoice.FAILED and item.get("error")
+    reason = f": {item['error']}" if failed else ""
     typer.echo(f"error: item {id_} ended {phase}{reason}", err=True)
     raise typer.Exit(1)
 

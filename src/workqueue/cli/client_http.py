@@ -54,6 +54,10 @@ class UnreachableError(ClientError):
     exit_code = EXIT_UNREACHABLE
 
 
+class UnexpectedAnswerError(ClientError):
+    """A success status with a body that is not what the contract promises (exit 1)."""
+
+
 @dataclass(frozen=True)
 class Problem:
     """One entry of a 422 `detail` list: where (`body.file_actions.0.file_path`) and what."""
@@ -189,6 +193,4 @@ class ServiceClient:
         try:
             return response.json()
         except ValueError:
-            raise ServiceError(
-                response.status_code, f"the answer to {method} {path} is not JSON"
-            ) from None
+            raise UnexpectedAnswerError(f"the answer to {method} {path} is not JSON") from None

@@ -40,8 +40,7 @@ def phase_text(phase: object) -> Text:
 
 def item_view(item: Mapping[str, Any], footer: str | None = None) -> RenderableType:
     """One item: its fields, its type's details, then its dimensions."""
-    fields = Table(show_header=False, box=None, pad_edge=False, title_justify="left")
-    fields.title = Text(f"work item {item.get('id')}", style="bold")
+    fields = Table(show_header=False, box=None, pad_edge=False)
     fields.add_column(style="bold")
     fields.add_column(overflow="fold")
     fields.add_row("phase", phase_text(item.get("phase")))
@@ -55,7 +54,8 @@ def item_view(item: Mapping[str, Any], footer: str | None = None) -> RenderableT
     for key, value in details.items():
         if value is not None and value not in ("", []):
             fields.add_row(key.replace("_", " "), _detail(key, value))
-    parts: list[RenderableType] = [fields, dimensions_view(item.get("dimensions") or [])]
+    heading = Text(f"work item {item.get('id')}", style="bold")
+    parts: list[RenderableType] = [heading, fields, dimensions_view(item.get("dimensions") or [])]
     if footer:
         parts.append(Text(footer, style="dim"))
     return Group(*parts)

@@ -1,0 +1,117 @@
+"""The client's pure parts, in process: file flags, content encoding, error answers, URLs."""
+
+from __future__ import annotations
+
+import base64
+
+import httpx
+import pytest
+
+from workqueue.cli.client_files import encode_content, plan_file_actions
+from workqueue.cli.client_http import (
+    ServiceError,
+    UsageError,
+    service_url,
+    token_from_environment,
+)
+
+
+def test_file_flags_become_actions_in_flag_order(tmp_path):
+    (tmp_path / "a.txt").write_text("text\n")
+    (tmp_path / "b:odd.bin").write_bytes(b"\xff\x00")
+    planned = plan_file_actions(
+        updates=[f"{tmp_path / 'a.txt'}:docs/a.txt"],
+        creates=[f"{tmp_path / 'b:odd.bin'}:bin/b.bin"],  # a colon in the local name
+        deletes=["old.txt"],
+        moves=["from/x:to/x"],
+    )
+    assert [action.body for action in planned] == [
+        {"action": "update", "file_path": "docs/a.txt", "content": "text\n", "encoding": "text"},
+        {
+            "action": "create",
+            "file_path": "bin/b.bin",
+            "content": base64.b64encode(b"\xff\x00").decode(),
+            "encoding": "base64",
+        },
+        {"action": "delete", "file_path": "old.txt"},
+        {"action": "move", "file_path": "to/x", "previous_path": "from/x"},
+    ]
+    assert planned[2].origin == "--delete old.txt"
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (b"", ("", "text")),
+        ("naïve ✓\n".encode(), ("naïve ✓\n", "text")),
+        (b"a\0b", (base64.b64encode(b"a\0b").decode(), "base64")),
+        (b"\xc3\x28", (base64.b64encode(b"\xc3\x28").decode(), "base64")),
+    ],
+)
+def test_content_is_text_only_when_it_is_utf8_without_nul(data, expected):
+    assert encode_content(data) == expected
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ({"updates": ["no-colon"]}, "--file 'no-colon': expected LOCAL:REPO"),
+        ({"creates": [":repo.txt"]}, "--create ':repo.txt': expected LOCAL:REPO"),
+        ({"updates": ["local.txt:"]}, "--file 'local.txt:': expected LOCAL:REPO"),
+        ({"moves": ["a:b:c"]}, "--move 'a:b:c': expected OLD:NEW with a single colon"),
+        ({"moves": ["a:"]}, "--move 'a:': expected OLD:NEW"),
+        ({"deletes": [""]}, "--delete needs a repository path"),
+    ],
+)
+def test_malformed_flags_are_usage_errors(flags, message):
+    arguments = {"updates": [], "creates": [], "deletes": [], "moves": []} | flags
+    with pytest.raises(UsageError) as caught:
+        plan_file_actions(**arguments)
+    assert str(caught.value).startswith(message)
+    assert caught.value.exit_code == 2
+
+
+def test_a_directory_is_not_readable_content(tmp_path):
+    with pytest.raises(UsageError, match=r"cannot read .*: Is a directory"):
+        plan_file_actions(updates=[f"{tmp_path}:x"], creates=[], deletes=[], moves=[])
+
+
+def test_error_answers_become_lines():
+    validation = httpx.Response(
+        422,
+        json={
+            "detail": [
+                {"loc": ["body", "file_actions", 1, "file_path"], "msg": "blocked", "type": "x"},
+                {"loc": ["body", "title"], "msg": "Field required", "type": "missing"},
+            ]
+        },
+    )
+    error = ServiceError.from_response(validation)
+    assert error.lines() == ["body.file_actions.1.file_path: blocked", "body.title: Field required"]
+    hinted = error.with_hints(lambda location: "--delete x" if 1 in location else None)
+    assert hinted.lines()[0] == "body.file_actions.1.file_path: blocked (--delete x)"
+
+    conflict = ServiceError.from_response(httpx.Response(409, json={"detail": "item is active"}))
+    assert conflict.lines() == ["HTTP 409 Conflict: item is active"]
+    page = httpx.Response(502, text="<html>\n<h1>Bad Gateway</h1>\n</html>\n")
+    assert ServiceError.from_response(page).lines() == [
+        "HTTP 502 Bad Gateway: <html> <h1>Bad Gateway</h1> </html>"
+    ]
+    assert ServiceError.from_response(httpx.Response(503)).lines() == [
+        "HTTP 503 Service Unavailable"
+    ]
+    odd = ServiceError.from_response(httpx.Response(400, json={"detail": {"code": 7}}))
+    assert odd.lines() == ["HTTP 400 Bad Request: {'code': 7}"]
+
+
+@pytest.mark.parametrize("url", [None, "", "  ", "ftp://host", "http://", "not a url"])
+def test_unusable_service_urls_are_usage_errors(url):
+    with pytest.raises(UsageError):
+        service_url(url)
+
+
+def test_service_url_and_token_are_taken_as_given():
+    assert service_url(" https://queue.example.com/prefix ") == "https://queue.example.com/prefix"
+    assert token_from_environment({"WORKQUEUE_SERVICE_TOKEN": " abc \n"}) == "abc"
+    assert token_from_environment({"WORKQUEUE_SERVICE_TOKEN": ""}) is None
+    assert token_from_environment({}) is None
