@@ -12,11 +12,12 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.engine import URL
 
 from workqueue import __version__
-from workqueue.api import health, metrics, mr_routes, work_items
+from workqueue.api import health, metrics, mr_routes, webhooks, work_items
 from workqueue.api.deps import Gatekeeper, Runtime
 from workqueue.api.gatekeeper import build_gatekeeper
 from workqueue.api.limits import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
 from workqueue.api.metrics import ServiceMetrics
+from workqueue.api.sqs_consumer import build_sqs_consumer
 from workqueue.config import ServiceConfig
 from workqueue.db.engine import build_engine, build_sessions
 from workqueue.db.url import libpq_conninfo, normalize_database_url
@@ -55,6 +56,7 @@ def create_app(
     registry = build_registry(config.handled_types, context)
     gate = gatekeeper or build_gatekeeper(settings, config)
     audit = build_audit_log(settings)
+    webhook_secrets = webhooks.WebhookSecrets.from_settings(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -69,11 +71,24 @@ def create_app(
             observer=service_metrics,
         )
         app.state.runtime = Runtime(engine, sessions, registry, manager, audit, gate)
+        consumer = build_sqs_consumer(
+            settings,
+            sessions=sessions,
+            registry=registry,
+            notify=manager.notify,
+            metrics=service_metrics,
+        )
         manager.start()
+        if consumer is not None:
+            consumer.start()
         try:
             yield
         finally:
-            # DDR-36: stop taking work, let running actions finish, release leases.
+            # DDR-36: stop the SQS consumer first, so nothing is stored after the
+            # manager stops; then stop taking work, let running actions finish,
+            # release leases.
+            if consumer is not None:
+                consumer.stop(timeout=30)
             manager.stop(timeout=30)
             audit.close()
             gate.close()
@@ -86,11 +101,18 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.metrics = service_metrics
+    app.state.webhook_secrets = webhook_secrets
     app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes)
     app.add_exception_handler(GitLabError, _gitlab_error)
     app.add_exception_handler(Exception, _internal_error)
     # Type routes first: `/api/work-items/mr` must not be taken for an item id.
-    for router in (health.router, metrics.router, mr_routes.router, work_items.router):
+    for router in (
+        health.router,
+        metrics.router,
+        mr_routes.router,
+        webhooks.router,
+        work_items.router,
+    ):
         app.include_router(router)
     return app
 

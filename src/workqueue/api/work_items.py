@@ -87,6 +87,9 @@ def retry_work_item(item_id: uuid.UUID, runtime: RuntimeDep, caller: CallerDep) 
                 status_code=409,
                 detail=f"item is {item.phase}: only failed or cancelled items can be retried",
             )
+        hook = runtime.registry.get(item.item_type).retry_hook
+        if hook is not None:
+            hook(session, item)
         repository.mark_actionable(session, item.id, item.item_type, reactivate=True)
         session.refresh(item)
         return item_body(item, read_repository.dimensions_of(session, [item.id])[item.id])

@@ -80,6 +80,9 @@ def handle_event(
     handler = registration.event_handlers.get(event.event_type)
     if handler is None:
         return ignored("no handler for this event type")
+    # Earlier events of the same drain may have changed the item; write those
+    # out so the read-only check below judges this handler alone.
+    session.flush()
     result = handler(
         EventContext(session, item, dimensions, event.event_type, event.body, event.received_at)
     )

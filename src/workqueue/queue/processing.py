@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.db.errors import is_database_unavailable
-from workqueue.queue import repository
+from workqueue.queue import ingest, repository
 from workqueue.queue.audit import AuditLog
 from workqueue.queue.config import ProcessingConfig
 from workqueue.queue.item_loop import ClaimOutcome, ClaimResult, ItemLoop
@@ -220,6 +220,7 @@ class ProcessingManager:
         with self._sessions() as session:
             if plan.sweep:
                 repository.wake_items_with_events(session, self.item_types)
+                ingest.prune_deliveries(session)
             if plan.sweep or plan.timer_fired:
                 repository.wake_due_deferrals(session, self.item_types)
             if plan.requested:

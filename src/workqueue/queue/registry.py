@@ -44,6 +44,9 @@ EventHandler = Callable[["EventContext"], "EventResult | None"]
 CancelHook = Callable[["Session", Any, Mapping[str, Any]], None]
 """Type-specific cleanup when a person cancels an item (e.g. close its MR on request)."""
 
+RetryHook = Callable[["Session", Any], None]
+"""Type-specific preparation when a person retries an item (e.g. ask for its MR again)."""
+
 Resolver = Callable[["Session", Mapping[str, Any]], list[uuid.UUID]]
 """Finds the active items an incoming event of some type concerns (DDR-32)."""
 
@@ -58,6 +61,7 @@ class ItemTypeRegistration:
     # The type's own validated configuration, for its API and CLI code.
     config: object = None
     cancel_hook: CancelHook | None = None
+    retry_hook: RetryHook | None = None
     executors: dict[str, Executor] = field(default_factory=dict)
     event_handlers: dict[str, EventHandler] = field(default_factory=dict)
     resolvers: dict[str, Resolver] = field(default_factory=dict)

@@ -23,7 +23,7 @@ from typing import Any
 
 import psycopg
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import insert
+from psycopg.types.json import Jsonb
 from sqlalchemy.orm import Session
 
 from workqueue.queue.dimensions import DimensionState, DimensionUpdate
@@ -140,17 +140,30 @@ def insert_pending_event(
     body: dict[str, Any],
     dedupe_key: str | None = None,
 ) -> bool:
-    """Store a raw event for an item's loop; False when `dedupe_key` was seen before."""
-    lock_item(session, item_id)
-    inserted = session.execute(
-        insert(PendingEvent)
-        .values(work_item_id=item_id, event_type=event_type, body=body, dedupe_key=dedupe_key)
-        .on_conflict_do_nothing(index_elements=["dedupe_key"])
-        .returning(PendingEvent.id)
-    ).first()
+    """Store a raw event for an item's loop; False when `dedupe_key` was seen before.
+
+    Under the item's advisory lock (DDR-34): `go_idle` checks for waiting
+    events under the same lock, so this event is either seen by that check or
+    finds the item idle and wakes it. The item row is only touched when the
+    item is idle: a running step may hold that row for the length of a GitLab
+    call, and the event must not wait for it (nor take locks in the opposite
+    order and deadlock with `go_idle`).
+    """
+    driver = _driver(session)
+    driver.execute("SELECT pg_advisory_xact_lock(%s)", (advisory_lock_key(item_id),))
+    inserted = driver.execute(
+        "INSERT INTO pending_events (work_item_id, event_type, body, dedupe_key) "
+        "VALUES (%s, %s, %s, %s) ON CONFLICT (dedupe_key) DO NOTHING RETURNING id",
+        (item_id, event_type, Jsonb(body), dedupe_key),
+    ).fetchone()
     if inserted is None:
         return False
-    mark_actionable(session, item_id, item_type)
+    driver.execute(
+        "UPDATE work_items SET actionable = true, updated_at = clock_timestamp() "
+        "WHERE id = %s AND NOT actionable",
+        (item_id,),
+    )
+    driver.execute("SELECT pg_notify(%s, %s)", (WAKE_CHANNEL, f"{item_type}:{item_id}"))
     return True
 
 
@@ -514,3 +527,38 @@ def seconds_until_due(
         {"item_types": list(item_types), "held": list(held)},
     ).scalar_one()
     return seconds
+
+
+# -- received deliveries: durable de-duplication of incoming events ------------
+# (webhook deliveries, SQS messages; see `workqueue.queue.ingest`)
+
+
+def record_delivery(session: Session, *, delivery_key: str, source: str, event_type: str) -> bool:
+    """Remember a delivery; False when the key was recorded before (a redelivery).
+
+    A concurrent transaction recording the same key makes this wait for it:
+    exactly one of them sees True.
+    """
+    row = session.execute(
+        sa.text(
+            "INSERT INTO received_deliveries (delivery_key, source, event_type) "
+            "VALUES (:delivery_key, :source, :event_type) "
+            "ON CONFLICT (delivery_key) DO NOTHING RETURNING delivery_key"
+        ),
+        {"delivery_key": delivery_key, "source": source, "event_type": event_type},
+    ).first()
+    return row is not None
+
+
+def prune_deliveries_older_than(session: Session, seconds: float) -> int:
+    """Forget deliveries received more than `seconds` ago (database clock); returns the count."""
+    deleted: int = session.execute(
+        sa.text(
+            "WITH gone AS ("
+            "  DELETE FROM received_deliveries "
+            "  WHERE received_at < now() - make_interval(secs => :seconds) RETURNING 1"
+            ") SELECT count(*) FROM gone"
+        ),
+        {"seconds": seconds},
+    ).scalar_one()
+    return deleted

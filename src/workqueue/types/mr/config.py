@@ -32,6 +32,9 @@ INFRASTRUCTURE_FAILURE_REASONS: tuple[str, ...] = (
     "runner_unsupported",
 )
 
+# Upper bound of `ci_retry.log_tail_bytes`: the tail is held in memory and searched.
+MAX_LOG_TAIL_BYTES = 4 * 1_048_576
+
 
 def _check_regex(pattern: str) -> str:
     try:
@@ -50,10 +53,14 @@ class CIRetryRule(BaseModel):
     failure_reason: list[str] = Field(
         default_factory=list, description="GitLab job failure_reason values that match"
     )
-    job_name: str | None = Field(None, description="regular expression on the job name")
+    job_name: str | None = Field(
+        None, description="regular expression that must match the WHOLE job name (fullmatch)"
+    )
     stage: str | None = Field(None, min_length=1, description="exact stage name")
     log_patterns: list[str] = Field(
-        default_factory=list, description="regular expressions searched in the job log tail"
+        default_factory=list,
+        description="regular expressions searched (re.MULTILINE) in the job log tail, ANSI "
+        "escape sequences removed; any one found matches",
     )
     retry_limit: int = Field(3, ge=0, description="retries per (item, job name) over its life")
     retry_delays: list[Annotated[float, Field(ge=0)]] = Field(
@@ -93,6 +100,24 @@ def _default_ci_retry_rules() -> list[CIRetryRule]:
     ]
 
 
+class CIRetryBreakerConfig(BaseModel):
+    """Pauses all CI retries of a replica when they come too fast (an infrastructure outage).
+
+    At most `max_retries` retries are made in any `window_seconds`; a retry wanted
+    beyond that opens the breaker, which then refuses every retry for
+    `window_seconds` and closes by itself. Each replica has its own breaker.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_retries: int = Field(
+        20, ge=1, description="retries allowed across all items within the window"
+    )
+    window_seconds: float = Field(
+        600, gt=0, description="the sliding window, and how long an open breaker pauses"
+    )
+
+
 class CIRetryConfig(BaseModel):
     """Automatic retry of CI jobs that failed for reasons unrelated to the change."""
 
@@ -101,6 +126,14 @@ class CIRetryConfig(BaseModel):
     rules: list[CIRetryRule] = Field(
         default_factory=_default_ci_retry_rules, description="first match wins"
     )
+    log_tail_bytes: int = Field(
+        65_536,
+        ge=1,
+        le=MAX_LOG_TAIL_BYTES,
+        description="bytes at the end of a job log searched by log_patterns (read only "
+        "when a rule needs them)",
+    )
+    circuit_breaker: CIRetryBreakerConfig = Field(default_factory=CIRetryBreakerConfig)
 
     @field_validator("rules")
     @classmethod

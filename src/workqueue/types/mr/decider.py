@@ -6,14 +6,36 @@ from workqueue.queue.dimensions import Dimensions
 from workqueue.queue.registry import Action
 from workqueue.types.mr.models import MRDimension, MRWorkItem
 
+ENSURE_MR = "ensure_mr"
+RECONCILE_MR = "reconcile_mr"
+RETRY_CI = "retry_ci"
+CHECK_EMPTY_DIFF = "check_empty_diff"
+
 # Highest priority first. A new concern is a new dimension and executor here;
-# the scan itself never changes.
-PRIORITY: tuple[tuple[MRDimension, str], ...] = ((MRDimension.NEEDS_MR, "ensure_mr"),)
+# the scan itself never changes. Absent rows read as "needed" (DDR-48), so a
+# new item first gets its MR, then one reconcile and one empty-diff check,
+# unless ensure_mr schedules them otherwise.
+SINGLE_DIMENSIONS: tuple[tuple[MRDimension, str], ...] = (
+    (MRDimension.NEEDS_MR, ENSURE_MR),
+    (MRDimension.NEEDS_RECONCILE, RECONCILE_MR),
+)
+# Per-variant dimensions only exist as rows: one variant per failed CI job name.
+VARIANT_DIMENSIONS: tuple[tuple[MRDimension, str], ...] = ((MRDimension.NEEDS_CI_RETRY, RETRY_CI),)
+LAST_DIMENSIONS: tuple[tuple[MRDimension, str], ...] = (
+    (MRDimension.NEEDS_EMPTY_CHECK, CHECK_EMPTY_DIFF),
+)
 
 
 def decide_mr(item: MRWorkItem, dimensions: Dimensions) -> Action | None:
     del item  # everything this decider needs is in the dimensions
-    for dimension, action in PRIORITY:
+    for dimension, action in SINGLE_DIMENSIONS:
+        if dimensions.needs(dimension):
+            return Action(action)
+    for dimension, action in VARIANT_DIMENSIONS:
+        variants = dimensions.variants_needing(dimension)
+        if variants:
+            return Action(action, variants[0])
+    for dimension, action in LAST_DIMENSIONS:
         if dimensions.needs(dimension):
             return Action(action)
     return None

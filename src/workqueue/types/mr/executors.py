@@ -8,16 +8,20 @@ DDR-14); nothing here retries on its own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from typing import Any, cast
 
 from sqlalchemy.orm import Session
 
 from workqueue.gitlab.client import GitLabClient
 from workqueue.gitlab.models import MergeRequestInfo
+from workqueue.queue import repository
 from workqueue.queue.context import ExecutionContext
+from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.errors import PermanentError
 from workqueue.queue.models import DimensionStatus, Phase, WorkItem
+from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.models import CompletionReason, MRDimension, MRWorkItem
 
 CANCELLED_NOTE = (
@@ -32,8 +36,10 @@ EMPTY_DIFF_NOTE = (
 class MRExecutors:
     """Executors bound to one GitLab client (one per configured GitLab instance)."""
 
-    def __init__(self, gitlab: GitLabClient) -> None:
+    def __init__(self, gitlab: GitLabClient, config: MRTypeConfig | None = None) -> None:
         self._gitlab = gitlab
+        config = config or MRTypeConfig()
+        self._empty_check_interval = timedelta(seconds=config.empty_check_interval_seconds)
 
     def ensure_mr(self, context: ExecutionContext) -> None:
         """Bring the bot branch and its MR to exactly the submitted content.
@@ -42,9 +48,26 @@ class MRExecutors:
         (`start_branch` + `force`), so it never accumulates old attempts. An
         open MR for the branch is reused: a crash between the commit and the
         MR creation must not produce a second MR.
+
+        While `foreign_head_sha` is set (someone else pushed to the bot branch,
+        see `events.is_foreign_push`) the branch is left alone: force-pushing
+        would throw their commits away. A resubmission clears it.
+
+        Afterwards `reconcile_mr` is due at once (look at the new head) and the
+        periodic empty-diff check one interval from now (this run just checked).
         """
         item = cast("MRWorkItem", context.item)
         gitlab = self._gitlab
+        if item.foreign_head_sha is not None:
+            context.set_dimension(MRDimension.NEEDS_MR, DimensionStatus.FALSE)
+            context.audit(
+                "mr_branch_foreign",
+                reason="the bot branch has commits the service did not push; "
+                "not force-pushing over them until the item is resubmitted",
+                foreign_head_sha=item.foreign_head_sha,
+                branch=item.source_branch,
+            )
+            return
         if item.target_branch is None:
             project = gitlab.project(item.project)
             if project.default_branch is None:
@@ -60,11 +83,14 @@ class MRExecutors:
             actions=item.file_actions,
             force=True,
         )
+        if commit.sha != item.mr_sha:
+            # The pipeline recorded so far ran on the previous head.
+            item.head_pipeline_id = item.head_pipeline_sha = item.head_pipeline_status = None
         item.mr_sha = commit.sha
 
         open_mrs = gitlab.open_merge_requests(item.project, item.source_branch, target)
         if not gitlab.compare(item.project, target, item.source_branch).differs:
-            self._finish_empty(context, item, open_mrs)
+            finish_empty(gitlab, context, item, [mr.iid for mr in open_mrs])
             return
 
         if open_mrs:
@@ -83,6 +109,8 @@ class MRExecutors:
         item.mr_url = merge_request.web_url
         item.detailed_merge_status = merge_request.detailed_merge_status
         context.set_dimension(MRDimension.NEEDS_MR, DimensionStatus.FALSE)
+        context.set_dimension(MRDimension.NEEDS_RECONCILE, DimensionStatus.TRUE)
+        context.defer(MRDimension.NEEDS_EMPTY_CHECK, self._empty_check_interval)
         context.audit("mr_ensured", mr_iid=merge_request.iid, sha=commit.sha)
 
     def close_on_cancel(self, session: Session, item: WorkItem, options: Mapping[str, Any]) -> None:
@@ -96,6 +124,12 @@ class MRExecutors:
             return
         self._gitlab.add_note(mr_item.project, mr_item.mr_iid, CANCELLED_NOTE)
         self._gitlab.close_merge_request(mr_item.project, mr_item.mr_iid)
+
+    def reopen_on_retry(self, session: Session, item: WorkItem) -> None:
+        """Retry hook: ask for the branch and MR again (a cancelled item's MR may be closed)."""
+        repository.upsert_dimension(
+            session, item.id, DimensionUpdate(MRDimension.NEEDS_MR, DimensionStatus.TRUE)
+        )
 
     def _sync_metadata(self, item: MRWorkItem, merge_request: MergeRequestInfo) -> MergeRequestInfo:
         wanted = {
@@ -113,14 +147,22 @@ class MRExecutors:
             return merge_request
         return self._gitlab.update_merge_request(item.project, merge_request.iid, **changed)
 
-    def _finish_empty(
-        self, context: ExecutionContext, item: MRWorkItem, open_mrs: list[MergeRequestInfo]
-    ) -> None:
-        """DDR-43: nothing left to merge; leave no empty MR and no bot branch behind."""
-        for merge_request in open_mrs:
-            self._gitlab.add_note(item.project, merge_request.iid, EMPTY_DIFF_NOTE)
-            self._gitlab.close_merge_request(item.project, merge_request.iid)
-        self._gitlab.delete_branch(item.project, item.source_branch)
-        item.completion_reason = CompletionReason.EMPTY_DIFF
-        context.set_dimension(MRDimension.NEEDS_MR, DimensionStatus.FALSE)
-        context.set_phase(Phase.COMPLETED, "the target branch already has this content")
+
+def finish_empty(
+    gitlab: GitLabClient,
+    context: ExecutionContext,
+    item: MRWorkItem,
+    open_mr_iids: Sequence[int],
+) -> None:
+    """DDR-43: nothing left to merge; leave no empty MR and no bot branch behind.
+
+    Closes the given open MRs with a note saying why, deletes the bot branch
+    (already gone is fine) and completes the item with reason `empty_diff`.
+    """
+    for iid in open_mr_iids:
+        gitlab.add_note(item.project, iid, EMPTY_DIFF_NOTE)
+        gitlab.close_merge_request(item.project, iid)
+    gitlab.delete_branch(item.project, item.source_branch)
+    item.completion_reason = CompletionReason.EMPTY_DIFF
+    context.set_dimension(MRDimension.NEEDS_MR, DimensionStatus.FALSE)
+    context.set_phase(Phase.COMPLETED, "the target branch already has this content")

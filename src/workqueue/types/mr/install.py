@@ -1,4 +1,4 @@
-"""Registers the `mr` type: config section, decider, executors."""
+"""Registers the `mr` type: config section, decider, executors, event handlers, resolvers."""
 
 from __future__ import annotations
 
@@ -9,10 +9,20 @@ from typing import Any
 from workqueue.gitlab.client import GitLabClient
 from workqueue.queue.registry import TypeRegistry
 from workqueue.types.catalog import HandledTypeError, InstallContext
+from workqueue.types.mr.ci_retry import CIRetryExecutor
 from workqueue.types.mr.config import MRTypeConfig
-from workqueue.types.mr.decider import decide_mr
+from workqueue.types.mr.decider import (
+    CHECK_EMPTY_DIFF,
+    ENSURE_MR,
+    RECONCILE_MR,
+    RETRY_CI,
+    decide_mr,
+)
+from workqueue.types.mr.events import register_mr_event_handlers
 from workqueue.types.mr.executors import MRExecutors
 from workqueue.types.mr.models import MR_ITEM_TYPE, MRWorkItem
+from workqueue.types.mr.reconcile import MRReconciler
+from workqueue.types.mr.resolvers import register_mr_resolvers
 
 logger = logging.getLogger(__name__)
 
@@ -35,9 +45,17 @@ def install_mr(registry: TypeRegistry, section: Mapping[str, Any], context: Inst
         client = GitLabClient(
             config.gitlab_url, context.gitlab_token, on_call=context.gitlab_on_call
         )
-    executors = MRExecutors(client)
+    executors = MRExecutors(client, config)
+    reconciler = MRReconciler(client, config)
+    ci_retry = CIRetryExecutor(client, config.ci_retry)
     registration = registry.register(
         MR_ITEM_TYPE, model=MRWorkItem, decider=decide_mr, config=config
     )
-    registration.add_executor("ensure_mr", executors.ensure_mr)
+    registration.add_executor(ENSURE_MR, executors.ensure_mr)
+    registration.add_executor(RECONCILE_MR, reconciler.reconcile_mr)
+    registration.add_executor(RETRY_CI, ci_retry.retry_ci)
+    registration.add_executor(CHECK_EMPTY_DIFF, reconciler.check_empty_diff)
+    register_mr_event_handlers(registration)
+    register_mr_resolvers(registration)
     registration.cancel_hook = executors.close_on_cancel
+    registration.retry_hook = executors.reopen_on_retry

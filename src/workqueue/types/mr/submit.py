@@ -77,6 +77,8 @@ def submit_mr(
 
     outcome = SubmitOutcome.RETRIED if existing.phase == Phase.FAILED else SubmitOutcome.UPDATED
     _apply_content(existing, submission, digest)
+    # A resubmission takes the branch back from a human who pushed to it.
+    existing.foreign_head_sha = None
     session.flush()
     queue_repository.upsert_dimension(
         session, existing.id, DimensionUpdate(MRDimension.NEEDS_MR, DimensionStatus.TRUE)

@@ -1,0 +1,343 @@
+"""Optional SQS consumer: GitLab events relayed through SNS into an SQS queue.
+
+Runs when `WORKQUEUE_SERVICE_EVENTS_QUEUE_URL` is set (`build_sqs_consumer`).
+One daemon thread long-polls the queue (DDR-36) and stores each event exactly
+like the webhook receiver does (`ingest_event`, source `sqs`); items are then
+processed by their own work-item threads (DDR-29/30).
+
+* Message body: an SNS notification envelope
+  (`{"Type": "Notification", "MessageId": ..., "Message": "<GitLab JSON>",
+  "MessageAttributes": ...}`) or, with SNS raw message delivery or a direct
+  producer, the GitLab JSON itself.
+* Event type: the payload's `object_kind`, else an `X-Gitlab-Event` message
+  attribute (SNS or SQS attribute, name case-insensitive).
+* Delivery key: the SNS `MessageId` (the SQS `MessageId` for raw messages):
+  the same notification delivered twice is stored once.
+* A message is deleted only after its events are committed (DDR-31): a crash
+  in between redelivers it, which the delivery key makes harmless. A message
+  that is not JSON (poison) is deleted with a warning; one whose storage fails
+  for another reason stays and is redelivered after the visibility timeout
+  (configure a redrive policy / DLQ on the queue for messages that never pass).
+* Shutdown: `stop()` before `ProcessingManager.stop()` (DDR-36). Messages
+  received after `stop()` was called are not processed: they reappear after
+  the visibility timeout, for this or another replica.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from workqueue.api.metrics import ServiceMetrics
+from workqueue.api.webhooks import GITLAB_EVENT_TYPES, gitlab_event_type
+from workqueue.db.errors import is_database_unavailable
+from workqueue.db.transactions import run_in_transaction
+from workqueue.queue.ingest import IngestResult, ingest_event, parse_event_body
+from workqueue.queue.registry import TypeRegistry
+from workqueue.settings import Settings
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_sqs.type_defs import DeleteMessageBatchRequestEntryTypeDef, MessageTypeDef
+
+logger = logging.getLogger(__name__)
+
+SQS_SOURCE = "sqs"  # received_deliveries.source
+DEFAULT_WAIT_SECONDS = 10  # long poll; also bounds how long stop() may wait for the thread
+MAX_BATCH = 10  # SQS limit for receive and delete batches
+_EVENT_ATTRIBUTE = "x-gitlab-event"
+
+
+class PoisonMessageError(ValueError):
+    """The message can never be stored (not JSON, not an object); it is deleted."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedEvent:
+    """A GitLab event read from one SQS message; `event_type` None: nothing to store."""
+
+    delivery_key: str
+    event_type: str | None
+    body: dict[str, Any]
+
+
+def parse_message(message: Mapping[str, Any]) -> QueuedEvent:
+    """Unwrap one SQS message (SNS envelope or raw GitLab JSON); raises PoisonMessageError."""
+    raw = message.get("Body")
+    outer = parse_event_body(raw) if isinstance(raw, str) else None
+    if outer is None:
+        raise PoisonMessageError("the body is not a JSON object")
+    key = message.get("MessageId")
+    if not isinstance(key, str) or not key:
+        key = "sha256:" + hashlib.sha256(str(raw).encode("utf-8", "replace")).hexdigest()
+    header = _event_attribute(message.get("MessageAttributes"))
+    if not _is_sns_envelope(outer):
+        return QueuedEvent(key, gitlab_event_type(outer, header), outer)
+    sns_key = outer.get("MessageId")
+    if isinstance(sns_key, str) and sns_key:
+        key = sns_key
+    if outer.get("Type") != "Notification":  # e.g. SubscriptionConfirmation: not an event
+        return QueuedEvent(key, None, {})
+    inner = parse_event_body(outer["Message"])
+    if inner is None:
+        raise PoisonMessageError("the SNS Message is not a JSON object")
+    header = _event_attribute(outer.get("MessageAttributes")) or header
+    return QueuedEvent(key, gitlab_event_type(inner, header), inner)
+
+
+def _is_sns_envelope(body: Mapping[str, Any]) -> bool:
+    # GitLab payloads have neither key; SNS notifications always have both.
+    return isinstance(body.get("Type"), str) and isinstance(body.get("Message"), str)
+
+
+def _event_attribute(attributes: Any) -> str | None:
+    """`X-Gitlab-Event` from SNS (`{"Type", "Value"}`) or SQS (`{"StringValue"}`) attributes."""
+    if not isinstance(attributes, Mapping):
+        return None
+    for name, attribute in attributes.items():
+        if str(name).lower() != _EVENT_ATTRIBUTE or not isinstance(attribute, Mapping):
+            continue
+        value = attribute.get("Value", attribute.get("StringValue"))
+        if isinstance(value, str) and value.strip() in GITLAB_EVENT_TYPES:
+            return value.strip()
+    return None
+
+
+class SqsEventConsumer:
+    """One daemon thread that long-polls an SQS queue and ingests its GitLab events."""
+
+    def __init__(
+        self,
+        *,
+        client: SQSClient,
+        queue_url: str,
+        sessions: sessionmaker[Session],
+        registry: TypeRegistry,
+        notify: Callable[[uuid.UUID], None] | None = None,
+        metrics: ServiceMetrics | None = None,
+        wait_seconds: int = DEFAULT_WAIT_SECONDS,
+        max_messages: int = MAX_BATCH,
+        max_backoff_seconds: float = 30.0,
+        close_client: bool = False,
+    ) -> None:
+        """`close_client`: the consumer owns `client` and closes it once stopped."""
+        if not 0 <= wait_seconds <= 20:
+            raise ValueError("wait_seconds must be between 0 and 20 (the SQS limit)")
+        if not 1 <= max_messages <= MAX_BATCH:
+            raise ValueError(f"max_messages must be between 1 and {MAX_BATCH}")
+        self._client = client
+        self._queue_url = queue_url
+        self._sessions = sessions
+        self._registry = registry
+        self._notify = notify
+        self._metrics = metrics
+        self._wait_seconds = wait_seconds
+        self._max_messages = max_messages
+        self._max_backoff = max_backoff_seconds
+        self._close_client = close_client
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(
+            target=self._consume_forever, name="workqueue-sqs-consumer", daemon=True
+        )
+
+    def start(self) -> None:
+        logger.info("consuming GitLab events from SQS queue %s", self._queue_url)
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        """Stop polling and wait for the thread (at most `timeout`); True when it ended."""
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        if self._thread.is_alive():
+            logger.warning("the SQS consumer did not stop within %.0f s", timeout)
+            return False
+        if self._close_client:
+            self._close_client = False
+            self._client.close()
+        return True
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def poll_once(self) -> int:
+        """One long poll and the messages it brought; returns how many were deleted."""
+        response = self._client.receive_message(
+            QueueUrl=self._queue_url,
+            MaxNumberOfMessages=self._max_messages,
+            WaitTimeSeconds=self._wait_seconds,
+            MessageAttributeNames=["All"],
+        )
+        messages = response.get("Messages", [])
+        if not messages or self._stopping.is_set():
+            return 0
+        done: list[MessageTypeDef] = []
+        try:
+            for message in messages:  # one by one: `done` must survive an exception
+                if self._handle(message):
+                    done.append(message)  # noqa: PERF401
+        finally:
+            self._delete(done)
+        return len(done)
+
+    # -- internals -------------------------------------------------------------
+
+    def _consume_forever(self) -> None:
+        failures = 0
+        while not self._stopping.is_set():
+            try:
+                self.poll_once()
+                failures = 0
+            except Exception as error:
+                failures += 1
+                delay = min(self._max_backoff, 0.5 * 2 ** min(failures - 1, 16))
+                logger.warning(
+                    "SQS consumer: %s; retrying in %.1f s",
+                    error,
+                    delay,
+                    exc_info=not is_database_unavailable(error) and failures == 1,
+                )
+                self._stopping.wait(delay)
+
+    def _handle(self, message: MessageTypeDef) -> bool:
+        """Store one message's event; True when the message may be deleted."""
+        message_id = message.get("MessageId", "?")
+        try:
+            event = parse_message(message)
+        except PoisonMessageError as error:
+            logger.warning("SQS message %s deleted: %s", message_id, error)
+            return True
+        event_type = event.event_type
+        if event_type is None:
+            logger.info("SQS message %s holds no GitLab event type: deleted", message_id)
+            return True
+        try:
+            result: IngestResult = run_in_transaction(
+                self._sessions,
+                lambda session: ingest_event(
+                    session,
+                    self._registry,
+                    source=SQS_SOURCE,
+                    delivery_key=event.delivery_key,
+                    event_type=event_type,
+                    body=event.body,
+                ),
+            )
+        except Exception as error:
+            if is_database_unavailable(error):
+                raise  # back off; this and the rest of the batch come back later
+            logger.exception("SQS message %s not stored; it will be redelivered", message_id)
+            return False
+        # Committed: the event is durable, the message may go (DDR-31).
+        if self._notify is not None:
+            for item_id in result.item_ids:
+                self._notify(item_id)
+        if self._metrics is not None and result.item_ids:
+            self._metrics.events_received.labels(SQS_SOURCE).inc(len(result.item_ids))
+        logger.debug(
+            "SQS message %s: %s (%d items)", message_id, result.status, len(result.item_ids)
+        )
+        return True
+
+    def _delete(self, messages: Sequence[MessageTypeDef]) -> None:
+        for start in range(0, len(messages), MAX_BATCH):
+            entries: list[DeleteMessageBatchRequestEntryTypeDef] = [
+                {"Id": str(index), "ReceiptHandle": message["ReceiptHandle"]}
+                for index, message in enumerate(messages[start : start + MAX_BATCH])
+                if "ReceiptHandle" in message
+            ]
+            if not entries:
+                continue
+            try:
+                response = self._client.delete_message_batch(
+                    QueueUrl=self._queue_url, Entries=entries
+                )
+            except Exception as error:
+                # Stored already; a redelivery is answered "duplicate".
+                logger.warning("SQS delete failed (%s); the messages will be redelivered", error)
+                continue
+            for failure in response.get("Failed", []):
+                logger.warning(
+                    "SQS delete failed for entry %s: %s",
+                    failure.get("Id"),
+                    failure.get("Message", failure.get("Code")),
+                )
+
+
+def build_sqs_consumer(
+    settings: Settings,
+    *,
+    sessions: sessionmaker[Session],
+    registry: TypeRegistry,
+    notify: Callable[[uuid.UUID], None] | None = None,
+    metrics: ServiceMetrics | None = None,
+    wait_seconds: int = DEFAULT_WAIT_SECONDS,
+) -> SqsEventConsumer | None:
+    """The consumer for `WORKQUEUE_SERVICE_EVENTS_QUEUE_URL`; None when it is unset.
+
+    Credentials and (for non-AWS endpoints) the region come from the usual
+    AWS environment (variables, profile, instance or pod role).
+    """
+    queue_url = settings.events_queue_url
+    if not queue_url:
+        return None
+    try:
+        import boto3  # noqa: PLC0415 - optional dependency, only with a queue configured
+        from botocore.config import Config  # noqa: PLC0415
+    except ImportError as error:
+        raise RuntimeError(
+            "WORKQUEUE_SERVICE_EVENTS_QUEUE_URL is set but boto3 is not installed "
+            "(pip install 'workqueue-service[s3]')"
+        ) from error
+    region, endpoint = sqs_location(queue_url)
+    client = boto3.client(
+        "sqs",
+        region_name=region,
+        endpoint_url=endpoint,
+        # The read timeout must outlast the long poll.
+        config=Config(read_timeout=wait_seconds + 20, retries={"mode": "standard"}),
+    )
+    return SqsEventConsumer(
+        client=client,
+        queue_url=queue_url,
+        sessions=sessions,
+        registry=registry,
+        notify=notify,
+        metrics=metrics,
+        wait_seconds=wait_seconds,
+        close_client=True,
+    )
+
+
+def sqs_location(queue_url: str) -> tuple[str | None, str | None]:
+    """(region, endpoint) for a queue URL; None: boto3's default (from the environment).
+
+    Standard AWS URLs (`https://sqs.<region>.amazonaws.com/<account>/<name>`)
+    name their region and need no endpoint. Other hosts (VPC endpoints,
+    LocalStack, moto, ElasticMQ) are the endpoint themselves.
+    """
+    parts = urlsplit(queue_url)
+    host = (parts.hostname or "").lower()
+    if not parts.scheme or not host:
+        raise ValueError(f"WORKQUEUE_SERVICE_EVENTS_QUEUE_URL is not a URL: {queue_url!r}")
+    labels = host.split(".")
+    region = None
+    if "amazonaws" in labels and "sqs" in labels[:-2]:
+        region = labels[labels.index("sqs") + 1]
+    if region is not None and host in (
+        f"sqs.{region}.amazonaws.com",
+        f"sqs.{region}.amazonaws.com.cn",
+    ):
+        return region, None
+    if host == "queue.amazonaws.com":  # legacy us-east-1 form
+        return "us-east-1", None
+    return region, f"{parts.scheme}://{parts.netloc}"

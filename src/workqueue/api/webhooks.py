@@ -1,0 +1,243 @@
+"""`POST /api/webhooks/gitlab`: GitLab webhooks stored as events for the items they concern.
+
+Rules (see docs API.md, "Webhooks"):
+
+* `X-Gitlab-Token` must equal one of the configured secrets
+  (`WORKQUEUE_SERVICE_GITLAB_WEBHOOK_SECRET`, comma-separated for rotation),
+  compared in constant time; otherwise 401 and nothing is stored. With no
+  secret configured every delivery is refused (fail closed).
+* The body must be a JSON object (400 otherwise). Its size is bounded by the
+  application's body-size limit (413).
+* The event type is the payload's `object_kind` (`merge_request`, `pipeline`,
+  `build` for Job Hooks, `note`, `push`, ...), else derived from the
+  `X-Gitlab-Event` header.
+* The delivery key is `Idempotency-Key` (stable across GitLab's retries and
+  "Resend"), else `X-Gitlab-Event-UUID`, else `sha256:` + the SHA-256 of the
+  raw body (so byte-identical redeliveries from old GitLab versions still
+  de-duplicate). A repeated key answers "duplicate" and stores nothing.
+* 200 `{"status": "accepted" | "duplicate" | "ignored"}`: irrelevant events
+  (no active item concerned, a kind nothing handles) answer 2xx too, because
+  GitLab disables hooks that keep failing. No GitLab call happens here.
+
+The application provides the secrets as `app.state.webhook_secrets`
+(`WebhookSecrets.from_settings(settings)`) and the runtime as
+`app.state.runtime`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+import anyio
+import anyio.to_thread
+from fastapi import APIRouter, HTTPException, Request, Response
+from pydantic import BaseModel
+
+from workqueue.api.deps import Runtime, get_runtime
+from workqueue.api.metrics import ServiceMetrics
+from workqueue.db.errors import is_database_unavailable
+from workqueue.db.transactions import run_in_transaction
+from workqueue.queue.ingest import IngestResult, IngestStatus, ingest_event, parse_event_body
+from workqueue.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+WEBHOOK_PATH = "/api/webhooks/gitlab"
+WEBHOOK_SOURCE = "webhook"  # received_deliveries.source
+STATE_KEY = "webhook_secrets"  # app.state attribute holding the WebhookSecrets
+INGEST_CONCURRENCY = 8  # deliveries stored at once per process (see `_ingest_limiter`)
+_LIMITER_KEY = "webhook_ingest_limiter"
+
+# `X-Gitlab-Event` header → `object_kind`, for payloads that lack the latter.
+GITLAB_EVENT_TYPES: Mapping[str, str] = {
+    "Merge Request Hook": "merge_request",
+    "Pipeline Hook": "pipeline",
+    "Job Hook": "build",
+    "Note Hook": "note",
+    "Push Hook": "push",
+    "Tag Push Hook": "tag_push",
+    "Issue Hook": "issue",
+    "Confidential Issue Hook": "issue",
+    "Confidential Note Hook": "note",
+    "Deployment Hook": "deployment",
+    "Release Hook": "release",
+    "Wiki Page Hook": "wiki_page",
+}
+_MAX_EVENT_TYPE_LENGTH = 64  # received_deliveries.event_type
+
+_UNAUTHORIZED = "missing or invalid X-Gitlab-Token"
+
+
+class WebhookSecrets:
+    """The accepted `X-Gitlab-Token` values; never printed."""
+
+    __slots__ = ("_secrets",)
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        self._secrets = tuple(secret.encode("utf-8") for secret in secrets if secret)
+
+    @classmethod
+    def parse(cls, value: str | None) -> WebhookSecrets:
+        """Comma-separated secrets; surrounding whitespace and empty entries are dropped."""
+        return cls(part.strip() for part in (value or "").split(","))
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> WebhookSecrets:
+        raw = settings.gitlab_webhook_secret
+        secrets = cls.parse(raw.get_secret_value() if raw is not None else None)
+        if not secrets:
+            logger.warning(
+                "WORKQUEUE_SERVICE_GITLAB_WEBHOOK_SECRET is not set: %s refuses every "
+                "delivery (401)",
+                WEBHOOK_PATH,
+            )
+        return secrets
+
+    def __bool__(self) -> bool:
+        return bool(self._secrets)
+
+    def __len__(self) -> int:
+        return len(self._secrets)
+
+    def __repr__(self) -> str:
+        return f"WebhookSecrets(<{len(self._secrets)} secrets>)"
+
+    def matches(self, token: str | None) -> bool:
+        """Constant-time comparison against every secret (no early exit on a match)."""
+        if token is None or not self._secrets:
+            return False
+        # Header values arrive decoded as latin-1: recover the bytes GitLab sent.
+        presented = token.encode("latin-1", "replace")
+        matched = False
+        for secret in self._secrets:
+            matched |= hmac.compare_digest(presented, secret)
+        return matched
+
+
+class WebhookAnswer(BaseModel):
+    """The documented answer; built directly (`_answer`) to keep the hot path lean."""
+
+    status: Literal["accepted", "duplicate", "ignored"]
+
+
+_ANSWER_BODIES: dict[str, bytes] = {
+    status: json.dumps({"status": status}, separators=(",", ":")).encode()
+    for status in ("accepted", "duplicate", "ignored")
+}
+
+
+def _answer(status: IngestStatus) -> Response:
+    return Response(_ANSWER_BODIES[status], media_type="application/json")
+
+
+router = APIRouter(tags=["webhooks"])
+
+
+@router.post(
+    WEBHOOK_PATH,
+    response_model=WebhookAnswer,
+    responses={
+        400: {"description": "The body is not a JSON object"},
+        401: {"description": "Missing or wrong X-Gitlab-Token; nothing was stored"},
+        503: {"description": "The database is unavailable; GitLab may redeliver"},
+    },
+)
+async def receive_gitlab_webhook(request: Request) -> Response:
+    """Store a GitLab webhook delivery for the active items it concerns."""
+    if not webhook_secrets(request).matches(request.headers.get("x-gitlab-token")):
+        logger.warning(
+            "webhook refused: %s X-Gitlab-Token from %s",
+            "wrong" if "x-gitlab-token" in request.headers else "no",
+            request.client.host if request.client else "unknown",
+        )
+        raise HTTPException(status_code=401, detail=_UNAUTHORIZED)
+    raw = await request.body()
+    body = parse_event_body(raw)
+    if body is None:
+        raise HTTPException(status_code=400, detail="the body must be a JSON object")
+    event_type = gitlab_event_type(body, request.headers.get("x-gitlab-event"))
+    if event_type is None:
+        return _answer("ignored")
+    runtime = get_runtime(request)
+    if not runtime.registry.resolvers_for(event_type):
+        return _answer("ignored")  # a kind no handled type uses: no SQL at all
+    key = delivery_key(request.headers, raw)
+    try:
+        result = await anyio.to_thread.run_sync(
+            _store, runtime, key, event_type, body, limiter=_ingest_limiter(request)
+        )
+    except Exception as error:
+        if is_database_unavailable(error):
+            logger.warning("webhook not stored, database unavailable: %s", error)
+            raise HTTPException(status_code=503, detail="database unavailable") from None
+        raise
+    for item_id in result.item_ids:
+        runtime.manager.notify(item_id)
+    _count_stored(request, len(result.item_ids))
+    return _answer(result.status)
+
+
+def _ingest_limiter(request: Request) -> anyio.CapacityLimiter:
+    """Bounds the deliveries being stored at once; the others wait in the event loop.
+
+    A burst of webhooks must not take the database connections the processing
+    workers need (the pool has `workers + 8`), and dozens of concurrent
+    transactions in one process only contend for the GIL.
+    """
+    limiter = getattr(request.app.state, _LIMITER_KEY, None)
+    if not isinstance(limiter, anyio.CapacityLimiter):
+        limiter = anyio.CapacityLimiter(INGEST_CONCURRENCY)
+        setattr(request.app.state, _LIMITER_KEY, limiter)
+    return limiter
+
+
+def webhook_secrets(request: Request) -> WebhookSecrets:
+    secrets = getattr(request.app.state, STATE_KEY, None)
+    if isinstance(secrets, WebhookSecrets):
+        return secrets
+    logger.error("app.state.%s is not set: refusing webhooks", STATE_KEY)
+    return WebhookSecrets(())
+
+
+def gitlab_event_type(body: Mapping[str, Any], event_header: str | None = None) -> str | None:
+    """The payload's `object_kind`, else the type named by the `X-Gitlab-Event` header."""
+    kind = body.get("object_kind")
+    if isinstance(kind, str) and 0 < len(kind) <= _MAX_EVENT_TYPE_LENGTH:
+        return kind
+    if event_header is None:
+        return None
+    return GITLAB_EVENT_TYPES.get(event_header.strip())
+
+
+def delivery_key(headers: Mapping[str, str], raw_body: bytes) -> str:
+    """`Idempotency-Key`, else `X-Gitlab-Event-UUID`, else a hash of the raw body."""
+    for header in ("idempotency-key", "x-gitlab-event-uuid"):
+        value = (headers.get(header) or "").strip()
+        if value:
+            return value
+    return "sha256:" + hashlib.sha256(raw_body).hexdigest()
+
+
+def _store(runtime: Runtime, key: str, event_type: str, body: dict[str, Any]) -> IngestResult:
+    return run_in_transaction(
+        runtime.sessions,
+        lambda session: ingest_event(
+            session,
+            runtime.registry,
+            source=WEBHOOK_SOURCE,
+            delivery_key=key,
+            event_type=event_type,
+            body=body,
+        ),
+    )
+
+
+def _count_stored(request: Request, count: int) -> None:
+    metrics = getattr(request.app.state, "metrics", None)
+    if count and isinstance(metrics, ServiceMetrics):
+        metrics.events_received.labels(WEBHOOK_SOURCE).inc(count)

@@ -1,0 +1,174 @@
+"""Incoming events (webhooks, SQS messages) stored for the items they concern.
+
+`ingest_event` is the one entry point of every event source:
+
+1. Event types that no registered type resolves are answered "ignored"
+   without touching the database (GitLab sends many kinds we never use).
+2. The delivery is recorded in `received_deliveries` (durable de-duplication):
+   a delivery key seen before answers "duplicate" and writes nothing else.
+3. Every resolver registered for the event type names the ACTIVE items the
+   event concerns (DDR-32). For each, the raw event is stored in
+   `pending_events` through `repository.insert_pending_event`, which takes the
+   item's advisory lock, marks it actionable and queues a NOTIFY (DDR-34).
+4. No item concerned: "ignored" — the delivery stays recorded, so a
+   redelivery is answered "duplicate".
+
+It only flushes. The caller commits, then wakes the items in this process
+(`ProcessingManager.notify`) — other replicas get the NOTIFY on commit.
+Nothing here knows about HTTP, GitLab or item types.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Literal
+
+from sqlalchemy.orm import Session
+
+from workqueue.queue import repository
+from workqueue.queue.registry import TypeRegistry
+
+IngestStatus = Literal["accepted", "duplicate", "ignored"]
+
+DEFAULT_DELIVERY_RETENTION = timedelta(days=7)
+"""How long delivery keys are remembered: covers GitLab's retries and manual
+resends of recent deliveries, and SQS's default message retention (4 days).
+A redelivery after that is stored again; handlers' `last_event_at` guard keeps
+it harmless."""
+
+# `received_deliveries.delivery_key` and `pending_events.dedupe_key` are TEXT,
+# but keys come from request headers: longer ones are stored as their hash.
+MAX_DELIVERY_KEY_LENGTH = 200
+_SOURCE_LENGTH = 32  # received_deliveries.source
+
+
+@dataclass(frozen=True, slots=True)
+class IngestResult:
+    """What happened to one delivery; `item_ids` are the items that got a new event."""
+
+    status: IngestStatus
+    item_ids: list[uuid.UUID] = field(default_factory=list)
+
+
+def normalize_delivery_key(key: str) -> str:
+    """The key as stored: unchanged unless longer than `MAX_DELIVERY_KEY_LENGTH`."""
+    key = _clean_text(key)
+    if len(key) <= MAX_DELIVERY_KEY_LENGTH:
+        return key
+    return "sha256:" + hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def ingest_event(
+    session: Session,
+    registry: TypeRegistry,
+    *,
+    source: str,
+    delivery_key: str | None,
+    event_type: str,
+    body: Mapping[str, Any],
+) -> IngestResult:
+    """Store one incoming event for every active item it concerns (see the module doc).
+
+    `delivery_key` identifies the delivery (the same for redeliveries of it);
+    None disables de-duplication. Flushes, never commits.
+    """
+    if len(source) > _SOURCE_LENGTH:
+        raise ValueError(f"source must be at most {_SOURCE_LENGTH} characters")
+    resolvers = registry.resolvers_for(event_type)
+    if not resolvers:
+        return IngestResult("ignored")
+    key = None if delivery_key is None else normalize_delivery_key(delivery_key)
+    if key is not None and not repository.record_delivery(
+        session, delivery_key=key, source=source, event_type=event_type
+    ):
+        return IngestResult("duplicate")
+
+    # Cleaned first: resolvers pass its strings to SQL, which refuses NUL too.
+    stored_body = _jsonb_safe(body)
+    targets: dict[uuid.UUID, str] = {}
+    for item_type, resolver in resolvers:
+        for item_id in resolver(session, stored_body):
+            targets.setdefault(item_id, item_type)
+    if not targets:
+        session.flush()
+        return IngestResult("ignored")
+
+    # Always the same lock order: two deliveries concerning overlapping sets
+    # of items cannot deadlock on the items' advisory locks.
+    stored = [
+        item_id
+        for item_id in sorted(targets, key=repository.advisory_lock_key)
+        if repository.insert_pending_event(
+            session,
+            item_id=item_id,
+            item_type=targets[item_id],
+            event_type=event_type,
+            body=stored_body,
+            dedupe_key=None if key is None else f"{key}:{item_id}",
+        )
+    ]
+    session.flush()
+    # Nothing new although items were found: every event was already stored
+    # (the delivery record had been pruned while its events still waited).
+    return IngestResult("accepted" if stored else "duplicate", stored)
+
+
+def prune_deliveries(session: Session, older_than: timedelta = DEFAULT_DELIVERY_RETENTION) -> int:
+    """Forget delivery keys older than `older_than`; returns how many. Flushes, never commits.
+
+    Meant for the periodic safety sweep: one indexed DELETE (on `received_at`).
+    """
+    return repository.prune_deliveries_older_than(session, older_than.total_seconds())
+
+
+def parse_event_body(raw: bytes | str) -> dict[str, Any] | None:
+    """The JSON object in `raw`; None when it is not UTF-8 JSON or not an object.
+
+    Stricter than `json.loads`: NaN and Infinity (which JSONB refuses) are errors.
+    """
+    try:
+        body = json.loads(raw, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError included
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _jsonb_safe(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of the body that PostgreSQL's JSONB accepts.
+
+    JSONB rejects U+0000 in strings, and UTF-8 cannot encode lone surrogates
+    (which `\\ud800` escapes produce): both are dropped or replaced.
+    """
+    cleaned = _jsonb_value(body)
+    if not isinstance(cleaned, dict):  # pragma: no cover - a Mapping stays a dict
+        raise TypeError("event body must be a JSON object")
+    return cleaned
+
+
+def _jsonb_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return _clean_text(value)
+    if isinstance(value, Mapping):
+        return {_jsonb_value(key): _jsonb_value(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonb_value(item) for item in value]
+    return value
+
+
+def _clean_text(text: str) -> str:
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text
