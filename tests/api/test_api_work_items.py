@@ -183,6 +183,8 @@ def test_health_readiness_metrics_and_docs(client):
     metrics = client.get("/metrics")
     assert metrics.status_code == 200
     assert 'workqueue_items{item_type="mr",phase="active"} 1.0' in metrics.text
+    assert 'workqueue_ci_retry_breaker_open{item_type="mr"} 0.0' in metrics.text
+    assert "workqueue_items_claimed_total" in metrics.text
     for path in ("/docs", "/redoc", "/openapi.json"):
         assert client.get(path).status_code == 200
 

@@ -54,6 +54,7 @@ def create_app(
     service_metrics = ServiceMetrics(engine)
     context = type_context or install_context(settings, on_gitlab_call=service_metrics.gitlab_call)
     registry = build_registry(config.handled_types, context)
+    service_metrics.watch_types(registry)
     gate = gatekeeper or build_gatekeeper(settings, config)
     audit = build_audit_log(settings)
     webhook_secrets = webhooks.WebhookSecrets.from_settings(settings)

@@ -15,6 +15,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from workqueue.queue.observer import EngineObserver
+from workqueue.queue.registry import TypeRegistry
 
 logger = logging.getLogger(__name__)
 router = APIRouter(tags=["health"])
@@ -72,6 +73,10 @@ class ServiceMetrics(EngineObserver):
         )
         self.registry.register(_ItemsByPhase(engine))
 
+    def watch_types(self, types: TypeRegistry) -> None:
+        """Export each item type's own gauges (e.g. the CI retry circuit breaker)."""
+        self.registry.register(_TypeGauges(types))
+
     # EngineObserver
     def items_claimed(self, item_type: str, count: int, seconds: float) -> None:
         self.claims.labels(item_type).inc(count)
@@ -92,6 +97,24 @@ class ServiceMetrics(EngineObserver):
 
     def gitlab_call_hook(self) -> Callable[[str, int | str], None]:
         return self.gitlab_call
+
+
+class _TypeGauges(Collector):
+    def __init__(self, types: TypeRegistry) -> None:
+        self._types = types
+
+    def collect(self) -> Iterator[Metric]:
+        for registration in self._types:
+            for name, read in registration.gauges.items():
+                family = GaugeMetricFamily(
+                    f"workqueue_{name}", f"{name} ({registration.item_type})", labels=["item_type"]
+                )
+                try:
+                    family.add_metric([registration.item_type], read())
+                except Exception:  # a broken gauge must not break the scrape
+                    logger.exception("metrics: gauge %s failed", name)
+                    continue
+                yield family
 
 
 class _ItemsByPhase(Collector):

@@ -62,6 +62,8 @@ class ItemTypeRegistration:
     config: object = None
     cancel_hook: CancelHook | None = None
     retry_hook: RetryHook | None = None
+    # Type-specific numbers for monitoring, read at scrape time (name -> reader).
+    gauges: dict[str, Callable[[], float]] = field(default_factory=dict)
     executors: dict[str, Executor] = field(default_factory=dict)
     event_handlers: dict[str, EventHandler] = field(default_factory=dict)
     resolvers: dict[str, Resolver] = field(default_factory=dict)
@@ -71,6 +73,9 @@ class ItemTypeRegistration:
 
     def add_event_handler(self, event_type: str, handler: EventHandler) -> None:
         _add_unique(self.event_handlers, event_type, handler, f"event handler for {self.item_type}")
+
+    def add_gauge(self, name: str, read: Callable[[], float]) -> None:
+        _add_unique(self.gauges, name, read, f"gauge for {self.item_type}")
 
     def add_resolver(self, event_type: str, resolver: Resolver) -> None:
         _add_unique(self.resolvers, event_type, resolver, f"resolver for {self.item_type}")

@@ -58,4 +58,10 @@ def install_mr(registry: TypeRegistry, section: Mapping[str, Any], context: Inst
     register_mr_event_handlers(registration)
     register_mr_resolvers(registration)
     registration.cancel_hook = executors.close_on_cancel
+    breaker = ci_retry.breaker
+    registration.add_gauge("ci_retry_breaker_open", lambda: float(breaker.is_open()))
+    registration.add_gauge(
+        "ci_retry_breaker_retries_in_window", lambda: float(breaker.state().retries_in_window)
+    )
+    registration.add_gauge("ci_retry_breaker_refused", lambda: float(breaker.state().refused_total))
     registration.retry_hook = executors.reopen_on_retry
