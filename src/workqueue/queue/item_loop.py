@@ -189,6 +189,7 @@ class ItemLoop:
         if state.action is not None:
             dimensions = self._execute(
                 session,
+                observer=self._observer,
                 registration=registration,
                 item=item,
                 state=state,
@@ -251,6 +252,7 @@ class ItemLoop:
     def _execute(
         session: Session,
         *,
+        observer: EngineObserver,
         registration: ItemTypeRegistration,
         item: WorkItem,
         state: _StepState,
@@ -261,6 +263,7 @@ class ItemLoop:
         assert state.action is not None  # noqa: S101 - caller checked
         executor = registration.executor(state.action.name)
         context = ExecutionContext(session, item, state.action, dimensions, now)
+        observer.action_started(item.item_type, state.action.name, item.id)
         started = state.action_started = time.monotonic()
         executor(context)
         session.flush()

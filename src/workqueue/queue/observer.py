@@ -7,12 +7,17 @@ must not raise.
 
 from __future__ import annotations
 
+import uuid
+
 
 class EngineObserver:
     """No-op base: override what you need."""
 
     def items_claimed(self, item_type: str, count: int, seconds: float) -> None:
         """A claim transaction leased `count` items of a type in `seconds`."""
+
+    def action_started(self, item_type: str, action: str, item_id: uuid.UUID) -> None:
+        """An executor is about to run (latency measurements, tracing)."""
 
     def action_finished(self, item_type: str, action: str, outcome: str, seconds: float) -> None:
         """An executor ran: outcome is succeeded, failed or permanent_failure."""
