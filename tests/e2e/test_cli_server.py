@@ -180,15 +180,18 @@ def test_help_lists_the_server_commands():
     assert "migrate" in result.stdout
 
 
-def test_serve_on_an_external_database_stops_cleanly_on_sigterm(server_url, config_path):
+def _serve_until_ready_then_sigterm(
+    server_url, config_path, *extra_args: str
+) -> tuple[int, str, str]:
+    """Run `serve` on a fresh external database; return (exit code, stdout, stderr)."""
     url = create_database_from(server_url, "template0")
     port = _free_port()
     env = _environment(config_path, DATABASE_URL=url.render_as_string(hide_password=False))
     server = subprocess.Popen(
-        [sys.executable, "-m", "workqueue", "serve", "--port", str(port)],
+        [sys.executable, "-m", "workqueue", "serve", "--port", str(port), *extra_args],
         env=env,
         stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        stderr=subprocess.PIPE,
         text=True,
     )
     try:
@@ -201,14 +204,19 @@ def test_serve_on_an_external_database_stops_cleanly_on_sigterm(server_url, conf
 
         wait_until(ready, timeout=60, what="the service to become ready")
         server.send_signal(signal.SIGTERM)
-        output, _ = server.communicate(timeout=60)
+        output, errors = server.communicate(timeout=60)
     finally:
         if server.poll() is None:
             server.kill()
             server.communicate()
         drop_database(server_url, url)
-    assert server.returncode == 0, output
-    assert "Traceback" not in output
+    return server.returncode, output, errors
+
+
+def test_serve_on_an_external_database_stops_cleanly_on_sigterm(server_url, config_path):
+    code, output, errors = _serve_until_ready_then_sigterm(server_url, config_path)
+    assert code == 0, output + errors
+    assert "Traceback" not in output + errors
 
 
 def test_bad_option_values_are_usage_errors(config_path):
@@ -219,32 +227,10 @@ def test_bad_option_values_are_usage_errors(config_path):
 
 
 def test_json_logs_are_one_object_per_line(server_url, config_path):
-    url = create_database_from(server_url, "template0")
-    port = _free_port()
-    env = _environment(config_path, DATABASE_URL=url.render_as_string(hide_password=False))
-    server = subprocess.Popen(
-        [sys.executable, "-m", "workqueue", "serve", "--port", str(port), "--log-format", "json"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    code, _, errors = _serve_until_ready_then_sigterm(
+        server_url, config_path, "--log-format", "json"
     )
-    try:
-
-        def ready() -> bool:
-            try:
-                return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_until(ready, timeout=60, what="the service")
-        server.send_signal(signal.SIGTERM)
-        _, errors = server.communicate(timeout=60)
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.communicate()
-        drop_database(server_url, url)
+    assert code == 0
     lines = [line for line in errors.splitlines() if line.strip()]
     assert lines
     not_json = [line for line in lines if not line.startswith("{")]
