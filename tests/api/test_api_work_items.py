@@ -218,3 +218,14 @@ def test_gitlab_failure_while_cancelling_is_502_and_changes_nothing(client, simu
     answer = client.post(f"/api/work-items/{item_id}/cancel", json={"close_mr": True})
     assert answer.status_code == 502
     assert client.get(f"/api/work-items/{item_id}").json()["phase"] == "active"
+
+
+def test_cancel_and_retry_of_a_type_this_replica_does_not_handle(database_url, simulator):
+    with build_client(database_url, simulator) as client:
+        item_id = submit(client).json()["id"]
+    # Another replica shares the database but handles no item types (DDR-25).
+    with build_client(database_url, simulator, handled_types={}) as other:
+        cancelled = other.post(f"/api/work-items/{item_id}/cancel")
+        assert (cancelled.status_code, cancelled.json()["phase"]) == (200, "cancelled")
+        retried = other.post(f"/api/work-items/{item_id}/retry")
+        assert (retried.status_code, retried.json()["phase"]) == (200, "active")

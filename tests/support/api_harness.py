@@ -27,6 +27,7 @@ def build_client(
     *,
     local_user: str | None = LOCAL_USER,
     rules: tuple[dict[str, Any], ...] = (),
+    handled_types: dict[str, Any] | None = None,
     **app_options: Any,
 ) -> Iterator[httpx.Client]:
     settings = Settings(WORKQUEUE_SERVICE_LOCAL_AUTH_USER=local_user)
@@ -40,7 +41,9 @@ def build_client(
                 "backoff_initial_seconds": 0.05,
                 "backoff_max_seconds": 0.2,
             },
-            "handled_types": {"mr": {"gitlab_url": simulator.url}},
+            "handled_types": (
+                {"mr": {"gitlab_url": simulator.url}} if handled_types is None else handled_types
+            ),
         }
     )
     app = create_app(

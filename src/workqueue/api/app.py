@@ -17,13 +17,14 @@ from workqueue.api.deps import Gatekeeper, Runtime
 from workqueue.api.gatekeeper import build_gatekeeper
 from workqueue.api.limits import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
 from workqueue.api.metrics import ServiceMetrics
-from workqueue.api.sqs_consumer import build_sqs_consumer
+from workqueue.api.sqs_consumer import build_sqs_consumer, sqs_location
 from workqueue.config import ServiceConfig
 from workqueue.db.engine import build_engine, build_sessions
 from workqueue.db.url import libpq_conninfo, normalize_database_url
 from workqueue.gitlab.errors import GitLabError
 from workqueue.queue.audit import AuditLog, ObjectStore
 from workqueue.queue.processing import ProcessingManager
+from workqueue.queue.registry import TypeRegistry
 from workqueue.settings import Settings
 from workqueue.types.catalog import InstallContext, build_registry, install_context
 
@@ -41,7 +42,7 @@ def create_app(
     process_items: bool = True,
     type_context: InstallContext | None = None,
     gatekeeper: Gatekeeper | None = None,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_body_bytes: int | None = None,
 ) -> FastAPI:
     """Build the service. `database_url` overrides DATABASE_URL (the embedded cluster's);
     `type_context` and `gatekeeper` replace what the settings would build (tests)."""
@@ -56,6 +57,11 @@ def create_app(
     registry = build_registry(config.handled_types, context)
     service_metrics.watch_types(registry)
     gate = gatekeeper or build_gatekeeper(settings, config)
+    if settings.events_queue_url:
+        sqs_location(settings.events_queue_url)  # a malformed URL stops startup, not the lifespan
+    if max_body_bytes is None:
+        # Default: what the largest allowed submission needs, at least 16 MiB.
+        max_body_bytes = max(DEFAULT_MAX_BODY_BYTES, _largest_submission_body(registry))
     audit = build_audit_log(settings)
     webhook_secrets = webhooks.WebhookSecrets.from_settings(settings)
 
@@ -128,6 +134,16 @@ async def _gitlab_error(request: Request, error: Exception) -> JSONResponse:
 async def _internal_error(request: Request, error: Exception) -> JSONResponse:
     logger.error("unhandled error on %s %s", request.method, request.url.path, exc_info=error)
     return JSONResponse({"detail": "internal server error"}, status_code=500)
+
+
+def _largest_submission_body(registry: TypeRegistry) -> int:
+    """Room for the largest submission a type accepts, base64-encoded, plus its JSON."""
+    largest = 0
+    for registration in registry:
+        total = getattr(registration.config, "max_total_bytes", None)
+        if isinstance(total, int):
+            largest = max(largest, total * 4 // 3 + 1024 * 1024)
+    return largest
 
 
 def build_audit_log(settings: Settings) -> AuditLog:

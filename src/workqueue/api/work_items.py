@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, HTTPException, Query
 from sqlalchemy.exc import IntegrityError
@@ -22,7 +22,7 @@ router = APIRouter(prefix="/api/work-items", tags=["work items"])
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE, description="page size")]
 Cursor = Annotated[
     str | None,
-    Query(description="next_cursor of the previous page", pattern=NO_NUL_PATTERN),
+    Query(description="next_cursor of the previous page", pattern=NO_NUL_PATTERN, max_length=1024),
 ]
 
 RETRYABLE_PHASES = frozenset({Phase.FAILED, Phase.CANCELLED})
@@ -87,7 +87,7 @@ def retry_work_item(item_id: uuid.UUID, runtime: RuntimeDep, caller: CallerDep) 
                 status_code=409,
                 detail=f"item is {item.phase}: only failed or cancelled items can be retried",
             )
-        hook = runtime.registry.get(item.item_type).retry_hook
+        hook = _registration_hook(runtime, item.item_type, "retry_hook")
         if hook is not None:
             hook(session, item)
         repository.mark_actionable(session, item.id, item.item_type, reactivate=True)
@@ -123,7 +123,7 @@ def cancel_work_item(
             raise HTTPException(
                 status_code=409, detail=f"item is {item.phase}: it cannot be cancelled"
             )
-        hook = runtime.registry.get(item.item_type).cancel_hook
+        hook = _registration_hook(runtime, item.item_type, "cancel_hook")
         if hook is not None:
             hook(session, item, options.model_dump())
         repository.cancel_item(session, item.id)
@@ -151,6 +151,13 @@ def page_body(runtime: Runtime, query: object) -> WorkItemPage:
             items=[item_body(item, dimensions[item.id]) for item in page.items],
             next_cursor=page.next_cursor,
         )
+
+
+def _registration_hook(runtime: Runtime, item_type: str, name: str) -> Any:
+    """A type's hook, or None when this replica does not handle the type (shared database)."""
+    if item_type not in runtime.registry:
+        return None
+    return getattr(runtime.registry.get(item_type), name)
 
 
 def _existing(session: Session, item_id: uuid.UUID) -> WorkItem:

@@ -77,7 +77,9 @@ def submit_mr(
 
     outcome = SubmitOutcome.RETRIED if existing.phase == Phase.FAILED else SubmitOutcome.UPDATED
     _apply_content(existing, submission, digest)
-    # A resubmission takes the branch back from a human who pushed to it.
+    # New content takes the branch back from a human who pushed to it. An
+    # identical resubmission (unchanged) leaves their work alone on purpose:
+    # a bot re-sending the same state every hour must not undo a person's fix.
     existing.foreign_head_sha = None
     session.flush()
     queue_repository.upsert_dimension(
