@@ -127,3 +127,22 @@ def test_mr_merged_by_a_human_completes_the_item(database_url, simulator, projec
         assert item(service.base_url, item_id)["details"]["completion_reason"] == "merged"
         # A later event for the finished item is dropped, not applied.
         assert send(simulator, service.url, hook) == "ignored"
+
+
+def test_reconcile_finds_failed_jobs_whose_webhooks_never_arrived(database_url, simulator, project):
+    with webhook_app(database_url, simulator.url, process_items=True) as service:
+        item_id, iid = submit_and_wait_for_mr(service)
+        pipeline_id = simulator.create_pipeline(
+            project,
+            merge_request_iid=iid,
+            jobs=[JobSpec("unit", status="failed", failure_reason="runner_system_failure")],
+        )
+        # Only the MR hook arrives (an approval, say); the pipeline hook was lost.
+        hook = simulator.merge_request_hook(project, iid, action="approved")
+        assert send(simulator, service.url, hook) == "accepted"
+        wait_until(
+            lambda: simulator.request_count("POST", RETRY_ROUTE) == 1,
+            timeout=30,
+            what="the reconcile to find and retry the failed job",
+        )
+        assert item(service.base_url, item_id)["details"]["head_pipeline_id"] == pipeline_id

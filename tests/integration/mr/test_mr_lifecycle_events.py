@@ -215,10 +215,15 @@ def test_periodic_empty_check_reschedules_and_finds_an_empty_diff(sessions):
             timeout=15,
             what="a few periodic checks",
         )
-        later = world.dimensions(item_id)[("needs_empty_check", "")].pending_until
-        assert later is not None
         assert first is not None
-        assert later > first
+
+        def rescheduled_later() -> bool:
+            # Between a check being woken (pending_until cleared) and its
+            # reschedule committing, the row briefly has no pending_until.
+            later = world.dimensions(item_id)[("needs_empty_check", "")].pending_until
+            return later is not None and later > first
+
+        wait_until(rescheduled_later, timeout=15, what="the next check to be scheduled")
         assert world.item(item_id).phase == Phase.ACTIVE
 
         # Upstream lands the same content and no hook arrives: the next check finds it.

@@ -39,7 +39,7 @@ merged or closed meanwhile is reflected instead of being taken for "empty".
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import cast
@@ -131,7 +131,11 @@ class MRReconciler:
         merge_request = self._gitlab.merge_request(item.project, item.mr_iid)
         if self._reflect_terminal(context, item, merge_request):
             return
-        self._record(context, item, merge_request)
+        changed = self._record(context, item, merge_request)
+        if "head_pipeline_status" in changed and merge_request.head_pipeline_status == "failed":
+            # The CI herder also hears of failed jobs from pipeline/job hooks;
+            # this catches the ones whose hooks never arrived.
+            self._flag_failed_jobs(context, item, merge_request.head_pipeline_id)
 
         blocker = merge_blocker(item, merge_request)
         if blocker is not None:
@@ -139,6 +143,17 @@ class MRReconciler:
             return
         assert item.mr_sha is not None  # noqa: S101 - merge_blocker checked it
         self._merge(context, item, item.mr_sha)
+
+    def _flag_failed_jobs(
+        self, context: ExecutionContext, item: MRWorkItem, pipeline_id: int | None
+    ) -> None:
+        if pipeline_id is None:
+            return
+        for job in self._gitlab.pipeline_jobs(item.project, pipeline_id):
+            if job.status == "failed" and not job.allow_failure:
+                context.set_dimension(
+                    MRDimension.NEEDS_CI_RETRY, DimensionStatus.TRUE, variant=job.name
+                )
 
     def _merge(self, context: ExecutionContext, item: MRWorkItem, sha: str) -> None:
         assert item.mr_iid is not None  # noqa: S101 - reconcile_mr checked it
@@ -250,7 +265,7 @@ class MRReconciler:
     @staticmethod
     def _record(
         context: ExecutionContext, item: MRWorkItem, merge_request: MergeRequestInfo
-    ) -> None:
+    ) -> Mapping[str, object]:
         """Store what users need to see why the MR is (not) merged; audit what changed."""
         observed = {
             "detailed_merge_status": merge_request.detailed_merge_status,
@@ -261,7 +276,7 @@ class MRReconciler:
         before = {name: getattr(item, name) for name in observed}
         changed = {name: value for name, value in observed.items() if before[name] != value}
         if not changed:
-            return
+            return changed
         for name, value in changed.items():
             setattr(item, name, value)
         context.audit(
@@ -270,3 +285,4 @@ class MRReconciler:
             before={name: before[name] for name in changed},
             after=changed,
         )
+        return changed
