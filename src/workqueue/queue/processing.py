@@ -236,6 +236,13 @@ class ProcessingManager:
             with self._lock:
                 for claim in claims:
                     self._held[claim.item_id] = claim
+                if plan.requested - {claim.item_id for claim in claims}:
+                    # A woken item could not be claimed: usually idle already or
+                    # leased elsewhere, but possibly made claimable an instant
+                    # later with no further wake-up (a lock held at that moment).
+                    # Let the due-time query decide when to look again.
+                    self._timer_stale = True
+                    self._wake.set()
             if plan.recompute_timer:
                 with self._lock:
                     held = list(self._held)

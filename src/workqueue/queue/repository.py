@@ -179,7 +179,7 @@ WITH due AS (
       {only_ids}
     ORDER BY updated_at
     LIMIT :limit
-    FOR UPDATE SKIP LOCKED
+    FOR NO KEY UPDATE SKIP LOCKED
 )
 UPDATE work_items AS item
 SET leased_until = now() + make_interval(secs => :lease_seconds),
