@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pytest
 import sqlalchemy as sa
 from harness import dimension_rows, fast_config, item_row, running_manager, settled, wait_until
-from mr_harness import FILES, PROJECT, TOKEN, body, mr_registry, submit
+from mr_harness import PROJECT, TOKEN, body, mr_registry, submit
 
 from workqueue.gitlab.client import GitLabClient
 from workqueue.queue import repository
@@ -35,18 +35,6 @@ from workqueue.types.mr.config import MRTypeConfig
 JOB = "build-job"
 TRACE_ROUTE = "/projects/:id/jobs/:job_id/trace"
 RETRY_ROUTE = "/projects/:id/jobs/:job_id/retry"
-
-
-@pytest.fixture
-def simulator():
-    simulator = GitLabSimulator(token=TOKEN)
-    simulator.start()
-    simulator.create_project(PROJECT, FILES)
-    try:
-        yield simulator
-    finally:
-        simulator.stop()
-    assert simulator.errors == []
 
 
 @pytest.fixture

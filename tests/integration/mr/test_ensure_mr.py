@@ -7,25 +7,12 @@ import base64
 import pytest
 import sqlalchemy as sa
 from harness import fast_config, item_row, running_manager, settled, wait_until
-from mr_harness import FILES, PROJECT, TOKEN, body, mr_registry, submit
+from mr_harness import PROJECT, TOKEN, body, mr_registry, submit
 
 from workqueue.queue.models import Phase
-from workqueue.testing.gitlab_simulator import GitLabSimulator
 from workqueue.types.mr.submit import SubmissionRejectedError
 
 COMMITS_ROUTE = "/projects/:id/repository/commits"
-
-
-@pytest.fixture
-def simulator():
-    simulator = GitLabSimulator(token=TOKEN)
-    simulator.start()
-    simulator.create_project(PROJECT, FILES)
-    try:
-        yield simulator
-    finally:
-        simulator.stop()
-    assert simulator.errors == []
 
 
 @pytest.fixture

@@ -1,0 +1,22 @@
+"""Shared fixture of the mr integration tests: a running GitLab simulator with the project."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from mr_harness import FILES, PROJECT, TOKEN
+
+from workqueue.testing.gitlab_simulator import GitLabSimulator
+
+
+@pytest.fixture
+def simulator() -> Iterator[GitLabSimulator]:
+    simulator = GitLabSimulator(token=TOKEN)
+    simulator.start()
+    simulator.create_project(PROJECT, FILES)
+    try:
+        yield simulator
+    finally:
+        simulator.stop()
+    assert simulator.errors == []
