@@ -35,7 +35,7 @@ from workqueue.testing.gitlab_simulator import GitLabSimulator
 from workqueue.types.catalog import InstallContext, build_registry
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.schemas import MRWorkItemCreate
-from workqueue.types.mr.submit import submit_mr
+from workqueue.types.mr.submit import Submitter, submit_mr
 
 PROJECT = "bench/group/project"
 TOKEN = "benchmark-token"  # noqa: S105 - the simulator's token
@@ -82,7 +82,9 @@ def run(database_url: Any, items: int) -> dict[str, Any]:
             simulator.reset_requests()
             result = run_in_transaction(
                 sessions,
-                lambda session: submit_mr(session, body, caller_identity="bench", config=config),
+                lambda session: submit_mr(
+                    session, body, submitter=Submitter("local", "bench"), config=config
+                ),
             )
             manager.notify(result.item.id)
             while True:

@@ -11,7 +11,7 @@ from mr_harness import PROJECT
 
 SUBMIT = {
     "project": PROJECT,
-    "source_branch": "bot/auth-test",
+    "source_branch": "workqueue/auth-test",
     "title": "t",
     "commit_message": "m",
     "file_actions": [{"action": "update", "file_path": "kernel.spec", "content": "v9\n"}],
@@ -45,9 +45,9 @@ def rules(issuer_url: str) -> tuple[dict, ...]:
         }
 
     return (
-        rule(BOT_SUB, ["read", "submit", "retry"], item_types=["mr"]),
+        rule(BOT_SUB, ["read", "submit", "retry"], item_types=["mr"], projects=["**"]),
         rule(READER_SUB, ["read"]),
-        rule(OTHER_SUB, ["read", "submit"], item_types=["trunk"]),
+        rule(OTHER_SUB, ["read", "submit"], item_types=["trunk"], projects=["**"]),
     )
 
 

@@ -76,7 +76,13 @@ CLAIM_CASES = [
     ("OR within a list: one matches", {"ref": ["develop", "main"]}, GITLAB_CI, True),
     ("OR within a list: none matches", {"ref": ["develop", "release"]}, GITLAB_CI, False),
     ("missing claim never matches", {"environment": "production"}, GITLAB_CI, False),
-    ("case-insensitive", {"project_path": "RedHat/Hummingbird/RPMS"}, GITLAB_CI, True),
+    (
+        "case-sensitive: other case never matches",
+        {"project_path": "RedHat/Hummingbird/RPMS"},
+        GITLAB_CI,
+        False,
+    ),
+    ("case-sensitive: ref Main is not main", {"ref": "Main"}, GITLAB_CI, False),
     ("int rule vs string claim", {"project_id": 4242}, GITLAB_CI, True),
     ("int rule vs other string", {"project_id": 4243}, GITLAB_CI, False),
     ("bool rule vs string claim", {"ref_protected": True}, GITLAB_CI, True),
@@ -84,14 +90,26 @@ CLAIM_CASES = [
     ("string rule vs int claim", {"runner_id": "17"}, jwt_principal(runner_id=17), True),
     (
         "string rule vs bool claim",
-        {"ref_protected": "TRUE"},
+        {"ref_protected": "true"},
         jwt_principal(ref_protected=True),
         True,
+    ),
+    (
+        "string rule vs bool claim: exact text",
+        {"ref_protected": "TRUE"},
+        jwt_principal(ref_protected=True),
+        False,
     ),
     ("bool rule vs bool claim", {"ref_protected": True}, jwt_principal(ref_protected=True), True),
     ("int 1 is not bool true", {"flag": True}, jwt_principal(flag=1), False),
     ("list claim: one element matches", {"groups_direct": "redhat"}, GITLAB_CI, True),
-    ("list claim vs list rule", {"groups_direct": ["x", "REDHAT/hummingbird"]}, GITLAB_CI, True),
+    ("list claim vs list rule", {"groups_direct": ["x", "redhat/hummingbird"]}, GITLAB_CI, True),
+    (
+        "list claim vs list rule, other case",
+        {"groups_direct": ["REDHAT/hummingbird"]},
+        GITLAB_CI,
+        False,
+    ),
     ("list claim: no element matches", {"groups_direct": "fedora"}, GITLAB_CI, False),
     ("aud as a token list", {}, jwt_principal(aud=["https://k8s", "workqueue-service"]), True),
     ("aud list without ours", {}, jwt_principal(aud=["https://k8s", "other"]), False),
@@ -173,18 +191,24 @@ def test_group_rules(groups, principal, matches):
 
 SEED_RULES = [
     rule(issuer="k8s", permissions=["read"]),
-    rule(groups=["konflux-hummingbird-admin-access"], permissions=["read", "submit", "retry"]),
+    rule(
+        groups=["konflux-hummingbird-admin-access"],
+        permissions=["read", "submit", "retry"],
+        projects=["**"],
+    ),
     rule(
         issuer="k8s",
         claims={"sub": "system:serviceaccount:hummingbird--internal:rpms-ci"},
         permissions=["submit", "retry"],
         item_types=["mr"],
+        projects=["redhat/hummingbird/**"],
     ),
     rule(
         issuer=GITLAB,
         claims={"project_path": "redhat/hummingbird/rpms"},
         permissions=["read", "submit", "retry"],
         item_types=["mr"],
+        projects=["{project_path}"],
     ),
 ]
 RPMS_CI = jwt_principal(
@@ -245,8 +269,8 @@ def test_is_allowed(principal, permission, item_type, allowed):
 def test_scopes_of_several_rules_are_merged():
     rules = [
         rule(groups=["a"], permissions=["read"], item_types=["mr"]),
-        rule(groups=["b"], permissions=["read", "retry"], item_types=["pkg"]),
-        rule(groups=["c"], permissions=["retry"]),
+        rule(groups=["b"], permissions=["read", "retry"], item_types=["pkg"], projects=["**"]),
+        rule(groups=["c"], permissions=["retry"], projects=["**"]),
     ]
     scopes = granted_permissions(ocp_user("a", "b"), rules)
     assert scopes["read"] == ItemTypeScope(all_types=False, item_types=frozenset({"mr", "pkg"}))

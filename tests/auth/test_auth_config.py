@@ -19,12 +19,14 @@ rules:
   - groups:
       - konflux-hummingbird-admin-access
     permissions: [read, submit, retry]
+    projects: ["**"]
   - issuer: k8s
     claims:
       aud: workqueue-service
       sub: system:serviceaccount:hummingbird--internal:rpms-ci
     permissions: [submit, retry]
     item_types: [mr]
+    projects: ["redhat/hummingbird/**"]
   - issuer: https://gitlab.com
     claims:
       aud: workqueue-service
@@ -34,6 +36,7 @@ rules:
       ref: [main, release]
     permissions: [read, submit, retry]
     item_types: [mr]
+    projects: ["{project_path}"]
 """
 
 
@@ -158,6 +161,7 @@ def test_the_json_schema_names_the_fields():
         "claims",
         "permissions",
         "item_types",
+        "projects",
     }
     assert rule_schema["additionalProperties"] is False
     assert AuthorizationRule.model_json_schema()["required"] == ["permissions"]

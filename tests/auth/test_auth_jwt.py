@@ -71,7 +71,7 @@ def test_keys_are_fetched_lazily_once_and_then_cached(authenticator, issuer, rsa
 def test_an_audience_list_is_accepted_when_one_element_is_ours(
     authenticator, issuer, rsa_signing_key
 ):
-    claims = claims_for(issuer.issuer, aud=["https://kubernetes.default.svc", "Workqueue-Service"])
+    claims = claims_for(issuer.issuer, aud=["https://kubernetes.default.svc", "workqueue-service"])
     assert authenticator.authenticate(f"Bearer {sign(claims, rsa_signing_key)}").kind == "jwt"
 
 
@@ -327,5 +327,8 @@ def test_audiences_are_collected_per_issuer(make_authenticator, issuer, rsa_sign
     )
     token = sign(claims_for(issuer.issuer, aud="other-service"), rsa_signing_key)
     assert reject(authenticator, token, caplog).reason == "token audience not accepted"
-    ours = sign(claims_for(issuer.issuer, aud=AUDIENCE.upper()), rsa_signing_key)
+    ours = sign(claims_for(issuer.issuer, aud=AUDIENCE), rsa_signing_key)
     assert authenticator.authenticate(f"Bearer {ours}").kind == "jwt"
+    # Audiences are compared exactly: another spelling names another service.
+    other_case = sign(claims_for(issuer.issuer, aud=AUDIENCE.upper()), rsa_signing_key)
+    assert reject(authenticator, other_case, caplog).reason == "token audience not accepted"

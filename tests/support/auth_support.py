@@ -101,6 +101,7 @@ def issuer_rule(issuer_url: str, **extra: Any) -> dict[str, Any]:
         "issuer": issuer_url,
         "claims": {"aud": AUDIENCE},
         "permissions": ["read", "submit", "retry"],
+        "projects": ["**"],
     }
     rule.update(extra)
     return rule

@@ -11,7 +11,7 @@ from workqueue.testing.gitlab_simulator import GitLabSimulator
 from workqueue.types.catalog import InstallContext, build_registry
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.schemas import MRWorkItemCreate
-from workqueue.types.mr.submit import SubmitResult, submit_mr
+from workqueue.types.mr.submit import SubmitResult, Submitter, submit_mr
 
 PROJECT = "group/sub/project"
 TOKEN = "simulator-token"
@@ -54,5 +54,7 @@ def submit(sessions: Any, registry: TypeRegistry, submission: MRWorkItemCreate) 
     assert isinstance(config, MRTypeConfig)
     return run_in_transaction(
         sessions,
-        lambda session: submit_mr(session, submission, caller_identity="tests", config=config),
+        lambda session: submit_mr(
+            session, submission, submitter=Submitter("local", "tests"), config=config
+        ),
     )

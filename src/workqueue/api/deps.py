@@ -6,15 +6,18 @@ Authentication happens here and only from the `Authorization` header:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Literal, Protocol
+from typing import Annotated, Literal, NoReturn, Protocol
 
 from fastapi import Depends, HTTPException, Query, Request
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from workqueue.auth.config import CallerLimits
 from workqueue.queue.audit import AuditEntry, AuditLog
 from workqueue.queue.processing import ProcessingManager
+from workqueue.queue.read_repository import VisibilityGrant
 from workqueue.queue.registry import TypeRegistry
 
 Permission = Literal["read", "submit", "retry"]
@@ -25,10 +28,17 @@ FilterText = Annotated[str | None, Query(pattern=NO_NUL_PATTERN, max_length=1024
 
 
 class Caller(Protocol):
-    """Who is calling; `identity` becomes `caller_identity` on submitted items."""
+    """Who is calling; `identity` becomes `caller_identity` on submitted items.
+
+    `issuer_key` says where the identity comes from: two callers are the same
+    only when both parts are equal.
+    """
 
     @property
     def identity(self) -> str: ...
+
+    @property
+    def issuer_key(self) -> str: ...
 
 
 class CallerAuthenticationError(Exception):
@@ -41,10 +51,23 @@ class Gatekeeper(Protocol):
     def authenticate(self, authorization: str | None) -> Caller:
         """Raise `CallerAuthenticationError` when the header does not prove an identity."""
 
-    def allowed(self, caller: Caller, permission: Permission, item_type: str) -> bool: ...
+    def allowed(
+        self, caller: Caller, permission: Permission, item_type: str, project_path: str | None
+    ) -> bool:
+        """Whether a rule grants `permission` on items of this type in this project."""
+
+    def may_use(self, caller: Caller, permission: Permission, item_type: str) -> bool:
+        """Whether a rule grants `permission` on this type in at least one project."""
 
     def readable_types(self, caller: Caller) -> set[str] | None:
         """The item types the caller may read (empty: none); None: every type."""
+
+    def visibility(self, caller: Caller, permission: Permission) -> Sequence[VisibilityGrant]:
+        """The (type, project) reach of `permission`, as a list query filters on it."""
+
+    @property
+    def limits(self) -> CallerLimits:
+        """`authorization.limits`: per-caller quotas of submissions and live items."""
 
     def close(self) -> None:
         """Release connections to identity providers."""
@@ -83,17 +106,41 @@ CallerDep = Annotated[Caller, Depends(get_caller)]
 
 
 def require(runtime: Runtime, caller: Caller, permission: Permission, item_type: str) -> None:
-    """403 (and an audit entry) unless some rule grants `permission` on `item_type`."""
-    if runtime.gatekeeper.allowed(caller, permission, item_type):
-        return
+    """403 (and an audit entry) unless a rule grants `permission` on `item_type` somewhere.
+
+    For endpoints that then narrow what they show in SQL (lists); anything
+    about one item or one project uses `require_on_project`.
+    """
+    if not runtime.gatekeeper.may_use(caller, permission, item_type):
+        _deny(runtime, caller, permission, item_type, "")
+
+
+def require_on_project(
+    runtime: Runtime,
+    caller: Caller,
+    permission: Permission,
+    item_type: str,
+    project_path: str | None,
+) -> None:
+    """403 (and an audit entry) unless a rule grants `permission` on `item_type` items
+    of this project (None: an item without a project, which only unscoped rules reach)."""
+    if not runtime.gatekeeper.allowed(caller, permission, item_type, project_path):
+        where = " without a project" if project_path is None else f" in project {project_path}"
+        _deny(runtime, caller, permission, item_type, where)
+
+
+def _deny(
+    runtime: Runtime, caller: Caller, permission: Permission, item_type: str, where: str
+) -> NoReturn:
     runtime.audit.write(
         AuditEntry(
             event_type="authorization_denied",
             item_type=item_type,
             actor=caller.identity,
-            reason=f"no rule grants {permission} on {item_type}",
+            reason=f"no rule grants {permission} on {item_type}{where}",
         )
     )
     raise HTTPException(
-        status_code=403, detail=f"{caller.identity} may not {permission} {item_type} items"
+        status_code=403,
+        detail=f"{caller.identity} may not {permission} {item_type} items{where}",
     )

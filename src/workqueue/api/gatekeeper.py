@@ -6,8 +6,14 @@ from collections.abc import Sequence
 
 from workqueue.api.deps import Caller, CallerAuthenticationError, Permission
 from workqueue.auth.authenticator import Authenticator
-from workqueue.auth.authorization import is_allowed, readable_item_types
-from workqueue.auth.config import AuthorizationRule
+from workqueue.auth.authorization import (
+    Grant,
+    grants,
+    is_allowed,
+    is_allowed_on_project,
+    readable_item_types,
+)
+from workqueue.auth.config import AuthorizationRule, CallerLimits
 from workqueue.auth.errors import AuthenticationError
 from workqueue.auth.principal import Principal
 from workqueue.config import ServiceConfig
@@ -17,9 +23,19 @@ from workqueue.settings import Settings
 class RuleGatekeeper:
     """Bearer authentication plus the Vault-style rules of the config file."""
 
-    def __init__(self, authenticator: Authenticator, rules: Sequence[AuthorizationRule]) -> None:
+    def __init__(
+        self,
+        authenticator: Authenticator,
+        rules: Sequence[AuthorizationRule],
+        limits: CallerLimits | None = None,
+    ) -> None:
         self._authenticator = authenticator
         self._rules = list(rules)
+        self._limits = limits or CallerLimits()
+
+    @property
+    def limits(self) -> CallerLimits:
+        return self._limits
 
     def authenticate(self, authorization: str | None) -> Principal:
         try:
@@ -27,8 +43,18 @@ class RuleGatekeeper:
         except AuthenticationError as error:
             raise CallerAuthenticationError(str(error)) from None
 
-    def allowed(self, caller: Caller, permission: Permission, item_type: str) -> bool:
+    def allowed(
+        self, caller: Caller, permission: Permission, item_type: str, project_path: str | None
+    ) -> bool:
+        return is_allowed_on_project(
+            _principal(caller), self._rules, permission, item_type, project_path
+        )
+
+    def may_use(self, caller: Caller, permission: Permission, item_type: str) -> bool:
         return is_allowed(_principal(caller), self._rules, permission, item_type)
+
+    def visibility(self, caller: Caller, permission: Permission) -> tuple[Grant, ...]:
+        return grants(_principal(caller), self._rules, permission)
 
     def readable_types(self, caller: Caller) -> set[str] | None:
         scope = readable_item_types(_principal(caller), self._rules)
@@ -52,4 +78,4 @@ def build_gatekeeper(settings: Settings, config: ServiceConfig) -> RuleGatekeepe
         local_user=settings.local_auth_user,
         openshift_api_url=settings.openshift_api_url,
     )
-    return RuleGatekeeper(authenticator, config.authorization.rules)
+    return RuleGatekeeper(authenticator, config.authorization.rules, config.authorization.limits)

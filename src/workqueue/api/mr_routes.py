@@ -8,7 +8,19 @@ from fastapi import APIRouter, HTTPException, Query, Response
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy.orm import Session
 
-from workqueue.api.deps import CallerDep, FilterText, Runtime, RuntimeDep, require
+from workqueue.api.deps import (
+    CallerDep,
+    FilterText,
+    Runtime,
+    RuntimeDep,
+    require,
+    require_on_project,
+)
+from workqueue.api.quotas import (
+    LIVE_LIMIT_RETRY_AFTER,
+    enforce_submission_rate,
+    resolve_project_path,
+)
 from workqueue.api.schemas import SubmitResponse, WorkItemPage, item_body
 from workqueue.api.work_items import page_body
 from workqueue.db.transactions import run_in_transaction
@@ -21,7 +33,10 @@ from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.models import MR_ITEM_TYPE
 from workqueue.types.mr.schemas import MRWorkItemCreate
 from workqueue.types.mr.submit import (
+    LiveItemLimitError,
+    OwnershipConflictError,
     SubmissionRejectedError,
+    Submitter,
     submit_mr,
 )
 
@@ -48,9 +63,21 @@ def submit(
     """Submit the desired state of a branch; created, unchanged, updated or retried."""
     config = _mr_config(runtime)
     require(runtime, caller, "submit", MR_ITEM_TYPE)
+    enforce_submission_rate(runtime, caller)
+    project_path = resolve_project_path(runtime, MR_ITEM_TYPE, body.project)
+    require_on_project(runtime, caller, "submit", MR_ITEM_TYPE, project_path)
+    submitter = Submitter(issuer=caller.issuer_key, identity=caller.identity)
+    max_live_items = runtime.gatekeeper.limits.max_live_items_per_caller
 
     def work(session: Session) -> SubmitResponse:
-        result = submit_mr(session, body, caller_identity=caller.identity, config=config)
+        result = submit_mr(
+            session,
+            body,
+            submitter=submitter,
+            config=config,
+            project_path=project_path,
+            max_live_items=max_live_items,
+        )
         dimensions = read_repository.dimensions_of(session, [result.item.id])[result.item.id]
         return SubmitResponse(
             **item_body(result.item, dimensions).model_dump(), outcome=result.outcome
@@ -60,6 +87,12 @@ def submit(
         answer = run_in_transaction(runtime.sessions, work)
     except SubmissionRejectedError as rejection:
         raise RequestValidationError([v.as_error() for v in rejection.violations]) from None
+    except OwnershipConflictError as conflict:
+        raise HTTPException(status_code=409, detail=str(conflict)) from None
+    except LiveItemLimitError as limit:
+        raise HTTPException(
+            status_code=429, detail=str(limit), headers={"Retry-After": LIVE_LIMIT_RETRY_AFTER}
+        ) from None
     response.status_code = 201 if answer.outcome == "created" else 200
     if answer.outcome != "unchanged":
         runtime.manager.notify(answer.id)
@@ -91,6 +124,7 @@ def list_mr_items(
     """MR items, newest first, filtered on any of the given fields."""
     _mr_config(runtime)
     require(runtime, caller, "read", MR_ITEM_TYPE)
+    visible = read_repository.visible_to(runtime.gatekeeper.visibility(caller, "read"))
     return page_body(
         runtime,
         lambda session: mr_repository.list_mr_items(
@@ -100,6 +134,7 @@ def list_mr_items(
             source_branch=source_branch,
             phase=phase,
             caller_identity=caller_identity,
+            visible=visible,
             limit=limit,
             cursor=cursor,
         ),

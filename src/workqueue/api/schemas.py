@@ -28,6 +28,9 @@ class WorkItemBody(BaseModel):
     attempts: int
     error: str | None
     caller_identity: str
+    caller_issuer: str | None = Field(
+        None, description="where caller_identity comes from: a JWT issuer, openshift or local"
+    )
     idempotency_key: str | None
     generation: int
     leased_until: datetime | None
@@ -67,6 +70,7 @@ def item_body(item: WorkItem, dimensions: list[WorkItemStatus]) -> WorkItemBody:
         attempts=item.attempts,
         error=item.error,
         caller_identity=item.caller_identity,
+        caller_issuer=item.caller_issuer,
         idempotency_key=item.idempotency_key,
         generation=item.generation,
         leased_until=item.leased_until,

@@ -9,10 +9,18 @@ from fastapi import APIRouter, Body, Header, HTTPException, Query
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from workqueue.api.deps import NO_NUL_PATTERN, CallerDep, FilterText, Runtime, RuntimeDep, require
+from workqueue.api.deps import (
+    NO_NUL_PATTERN,
+    CallerDep,
+    FilterText,
+    Runtime,
+    RuntimeDep,
+    require,
+    require_on_project,
+)
 from workqueue.api.schemas import CancelRequest, TokenBody, WorkItemBody, WorkItemPage, item_body
 from workqueue.db.transactions import run_in_transaction
-from workqueue.queue import read_repository, repository
+from workqueue.queue import ownership_repository, read_repository, repository
 from workqueue.queue.audit import AuditEntry
 from workqueue.queue.models import Phase, WorkItem
 from workqueue.queue.read_repository import MAX_PAGE_SIZE, InvalidCursorError, Page
@@ -58,7 +66,9 @@ def list_work_items(
         readable = {item_type}
     elif readable is not None and not readable:
         raise HTTPException(status_code=403, detail=f"{caller.identity} may not read any items")
-    filters = [] if phase is None else [WorkItem.phase == phase]
+    filters = [read_repository.visible_to(runtime.gatekeeper.visibility(caller, "read"))]
+    if phase is not None:
+        filters.append(WorkItem.phase == phase)
     return page_body(
         runtime,
         lambda session: read_repository.list_items(
@@ -71,7 +81,7 @@ def list_work_items(
 def get_work_item(item_id: uuid.UUID, runtime: RuntimeDep, caller: CallerDep) -> WorkItemBody:
     with runtime.sessions() as session:
         item = _existing(session, item_id)
-        require(runtime, caller, "read", item.item_type)
+        require_on_project(runtime, caller, "read", item.item_type, item.project_path)
         return item_body(item, read_repository.dimensions_of(session, [item.id])[item.id])
 
 
@@ -81,12 +91,13 @@ def retry_work_item(item_id: uuid.UUID, runtime: RuntimeDep, caller: CallerDep) 
 
     def work(session: Session) -> WorkItemBody:
         item = _existing(session, item_id)
-        require(runtime, caller, "retry", item.item_type)
+        require_on_project(runtime, caller, "retry", item.item_type, item.project_path)
         if item.phase not in RETRYABLE_PHASES:
             raise HTTPException(
                 status_code=409,
                 detail=f"item is {item.phase}: only failed or cancelled items can be retried",
             )
+        _refuse_second_live_item(session, item)
         hook = _registration_hook(runtime, item.item_type, "retry_hook")
         if hook is not None:
             hook(session, item)
@@ -118,7 +129,7 @@ def cancel_work_item(
 
     def work(session: Session) -> WorkItemBody:
         item = _existing(session, item_id)
-        require(runtime, caller, "retry", item.item_type)
+        require_on_project(runtime, caller, "retry", item.item_type, item.project_path)
         if item.phase not in CANCELLABLE_PHASES:
             raise HTTPException(
                 status_code=409, detail=f"item is {item.phase}: it cannot be cancelled"
@@ -158,6 +169,23 @@ def _registration_hook(runtime: Runtime, item_type: str, name: str) -> Any:
     if item_type not in runtime.registry:
         return None
     return getattr(runtime.registry.get(item_type), name)
+
+
+def _refuse_second_live_item(session: Session, item: WorkItem) -> None:
+    """409 when another live item holds the same identity (e.g. a newer generation).
+
+    The partial unique index on `live_key` guarantees it as well; checking
+    first gives the caller the holder's id instead of a bare conflict.
+    """
+    if item.live_key is None or item.phase != Phase.CANCELLED:
+        return  # a failed item is live itself: nobody else can hold its key
+    holder = ownership_repository.live_key_holder(session, item.live_key, other_than=item.id)
+    if holder is not None:
+        raise HTTPException(
+            status_code=409,
+            detail=f"item {holder} (a newer generation) is live for the same identity; "
+            "retry or update that one instead",
+        )
 
 
 def _existing(session: Session, item_id: uuid.UUID) -> WorkItem:

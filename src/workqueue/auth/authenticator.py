@@ -203,7 +203,7 @@ class Authenticator:
 
 
 def _audiences_by_issuer(config: AuthorizationConfig) -> dict[str, frozenset[str]]:
-    """Per configured issuer, every `aud` its rules accept (compared lowercase)."""
+    """Per configured issuer, every `aud` its rules accept (compared exactly)."""
     audiences: dict[str, frozenset[str]] = {}
     for rule in config.rules:
         if rule.issuer is not None and rule.claims is not None:

@@ -7,8 +7,15 @@ a row in a table-driven test. The rules (seed 003, DDR-21/23):
 - an `issuer` rule matches a JWT principal from that issuer (`k8s` being the
   cluster's discovered issuer) whose claims all match (`claims.py`);
 - permissions are the union over every matching rule, each scoped to the
-  rule's `item_types` (or to all types when it has none);
+  rule's `item_types` (or to all types when it has none) and to its
+  `projects` (or to all projects when it has none; config validation makes
+  rules granting submit or retry list them);
 - nothing matching means nothing granted: even `read` needs a rule.
+
+Item-type scopes alone (`ItemTypeScope`) answer "may this caller use the
+endpoint at all"; `Grant`s answer "on which (type, project) pairs", per rule,
+because the union of two rules is not the product of their unions (read on
+`mr` in `a/**` plus read on `trunk` everywhere does not allow `mr` in `b/x`).
 
 The development-only local user (`WORKQUEUE_SERVICE_LOCAL_AUTH_USER`) is
 granted everything. It exists so `make run` works without an identity
@@ -24,6 +31,7 @@ from dataclasses import dataclass
 from workqueue.auth.claims import claims_match
 from workqueue.auth.config import PERMISSIONS, AuthorizationRule, Permission
 from workqueue.auth.principal import Principal
+from workqueue.auth.projects import path_matches, scope_regexes
 
 
 @dataclass(frozen=True)
@@ -81,6 +89,8 @@ def granted_permissions(
     for rule in rules:
         if not rule_matches(principal, rule):
             continue
+        if rule.projects is not None and not scope_regexes(rule.projects, principal.claims):
+            continue  # its project patterns need claims this token does not carry
         scope = ItemTypeScope.of(rule.item_types)
         for permission in rule.permissions:
             granted[permission] = granted.get(permission, NO_ITEM_TYPES).union(scope)
@@ -112,3 +122,58 @@ def readable_item_types(principal: Principal, rules: Sequence[AuthorizationRule]
     callers whose rules have no `item_types` restriction.
     """
     return permission_scope(principal, rules, "read")
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One matching rule's reach for one permission.
+
+    `item_types` None: every type. `project_regexes` None: every project
+    (also items without a project); otherwise anchored expressions over the
+    project path (see `projects.py`), possibly none at all when every
+    pattern's placeholder claim was missing.
+    """
+
+    item_types: frozenset[str] | None
+    project_regexes: tuple[str, ...] | None
+
+    def allows(self, item_type: str, project_path: str | None) -> bool:
+        if self.item_types is not None and item_type not in self.item_types:
+            return False
+        if self.project_regexes is None:
+            return True
+        return project_path is not None and path_matches(self.project_regexes, project_path)
+
+
+EVERYTHING = Grant(item_types=None, project_regexes=None)
+
+
+def grants(
+    principal: Principal, rules: Sequence[AuthorizationRule], permission: Permission
+) -> tuple[Grant, ...]:
+    """What each rule that designates `principal` grants for `permission` (empty: nothing)."""
+    if principal.kind == "local":
+        return (EVERYTHING,)
+    found: list[Grant] = []
+    for rule in rules:
+        if permission not in rule.permissions or not rule_matches(principal, rule):
+            continue
+        item_types = None if rule.item_types is None else frozenset(rule.item_types)
+        regexes = None if rule.projects is None else scope_regexes(rule.projects, principal.claims)
+        if regexes == ():
+            continue  # every pattern needed a claim the token does not carry
+        found.append(Grant(item_types=item_types, project_regexes=regexes))
+    return tuple(found)
+
+
+def is_allowed_on_project(
+    principal: Principal,
+    rules: Sequence[AuthorizationRule],
+    permission: Permission,
+    item_type: str,
+    project_path: str | None,
+) -> bool:
+    """Whether some rule grants `permission` on `item_type` items of this project."""
+    return any(
+        grant.allows(item_type, project_path) for grant in grants(principal, rules, permission)
+    )

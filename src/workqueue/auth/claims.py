@@ -1,8 +1,10 @@
 """Claim comparison in the style of Vault's `bound_claims` (DDR-21).
 
-Values are compared as lowercase strings so that a rule written
-`project_id: 42` matches GitLab's string claim `"42"`, and
-`ref_protected: true` matches `"true"`. Lists on either side are sets of
+Values are compared exactly, as strings: a rule written `project_id: 42`
+matches GitLab's string claim `"42"` and `ref_protected: true` matches
+`"true"`, but `ref: main` does not match a token for the branch `Main` (git
+refs, project paths and subjects are case-sensitive, so folding case would
+grant one name's permissions to another). Lists on either side are sets of
 alternatives: a rule list means "any of these", a token list (`aud` of a
 Kubernetes token, `groups`) means "the token has each of these".
 """
@@ -25,7 +27,7 @@ def claim_string(value: Any) -> str | None:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, str):
-        return value.lower()
+        return value
     return None
 
 

@@ -16,6 +16,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PositiveInt,
     StrictBool,
     StrictInt,
     StrictStr,
@@ -23,8 +24,13 @@ from pydantic import (
     model_validator,
 )
 
+from workqueue.auth.projects import pattern_problem, placeholders
+
 Permission = Literal["read", "submit", "retry"]
 PERMISSIONS: tuple[Permission, ...] = ("read", "submit", "retry")
+# Permissions that make the service write to GitLab: a rule granting one of
+# them must say on which projects (`projects:`), never "everywhere" by omission.
+WRITE_PERMISSIONS: frozenset[Permission] = frozenset({"submit", "retry"})
 
 # `issuer: k8s` names the cluster's own service-account issuer, whose real URL
 # is only known at runtime from in-cluster discovery (DDR-11).
@@ -78,11 +84,19 @@ class AuthorizationRule(BaseModel):
     claims: dict[NonEmptyName, ClaimValue] | None = Field(
         None,
         description="JWT claims that must all match; a list matches any of its values; "
-        "compared as lowercase strings. Must include `aud`.",
+        "compared exactly (case-sensitive; integers and booleans as their JSON text). "
+        "Must include `aud`.",
     )
     permissions: list[Permission] = Field(min_length=1)
     item_types: list[NonEmptyName] | None = Field(
         None, min_length=1, description="restrict the rule to these item types; omit for all"
+    )
+    projects: list[NonEmptyName] | None = Field(
+        None,
+        min_length=1,
+        description="GitLab project paths the rule covers (globs: `*` within a segment, "
+        "`**` across segments, `{claim}` = the token's claim value); required when the "
+        'rule grants submit or retry (`["**"]` for every project); omitted: every project',
     )
 
     @field_validator("issuer")
@@ -110,6 +124,15 @@ class AuthorizationRule(BaseModel):
     def _permissions_are_unique(cls, permissions: list[Permission]) -> list[Permission]:
         return _unique(permissions, "permissions")
 
+    @field_validator("projects")
+    @classmethod
+    def _project_patterns_are_valid(cls, projects: list[str] | None) -> list[str] | None:
+        for pattern in projects or []:
+            problem = pattern_problem(pattern)
+            if problem:
+                raise ValueError(problem)
+        return None if projects is None else _unique(projects, "project patterns")
+
     @field_validator("groups", "item_types")
     @classmethod
     def _names_are_unique(cls, names: list[str] | None) -> list[str] | None:
@@ -127,6 +150,18 @@ class AuthorizationRule(BaseModel):
         # obtained from the same issuer would be accepted here too.
         if self.issuer is not None and (not self.claims or "aud" not in self.claims):
             raise ValueError("an `issuer` rule must bind the audience: add `aud` to `claims`")
+        writes = [p for p in PERMISSIONS if p in WRITE_PERMISSIONS and p in self.permissions]
+        if writes and self.projects is None:
+            raise ValueError(
+                f"a rule granting {' and '.join(writes)} must list `projects` "
+                '(write `projects: ["**"]` to allow every project deliberately)'
+            )
+        used = set().union(*(placeholders(pattern) for pattern in self.projects or []))
+        if used and self.groups is not None:
+            raise ValueError(
+                "`{claim}` placeholders in `projects` need token claims: use them in "
+                "`issuer` rules, not in `groups` rules"
+            )
         return self
 
     @property
@@ -135,12 +170,26 @@ class AuthorizationRule(BaseModel):
         return self.issuer is not None and self.issuer.startswith("http://")
 
 
+class CallerLimits(BaseModel):
+    """`authorization.limits`: what one caller may hold and send (429 beyond)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_live_items_per_caller: PositiveInt = Field(
+        1000, description="active or failed items one caller may hold at once"
+    )
+    submissions_per_minute_per_caller: PositiveInt = Field(
+        120, description="submissions one caller may make per minute (all replicas together)"
+    )
+
+
 class AuthorizationConfig(BaseModel):
     """`authorization:` — no rules means no remote caller may do anything."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     rules: list[AuthorizationRule] = Field(default_factory=list)
+    limits: CallerLimits = Field(default_factory=CallerLimits)
 
     @property
     def issuers(self) -> frozenset[str]:

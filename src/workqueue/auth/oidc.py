@@ -142,7 +142,7 @@ class OIDCIssuer:
     def verify(self, token: str, accepted_audiences: frozenset[str]) -> dict[str, Any]:
         """The verified claims of `token`, or AuthenticationError.
 
-        `accepted_audiences` (lowercase) are the audiences this service
+        `accepted_audiences` (exact strings) are the audiences this service
         answers to for this issuer: a token whose `aud` names none of them
         was minted for another service (RFC 7519 §4.1.3).
         """

@@ -38,3 +38,16 @@ class Principal:
     # itself and/or `k8s` when it is the cluster's discovered issuer. Rules
     # are matched against these, so authorization stays a pure function.
     configured_issuers: frozenset[str] = frozenset()
+
+    @property
+    def issuer_key(self) -> str:
+        """Where `identity` comes from; (issuer_key, identity) names one caller.
+
+        Subjects are only unique per issuer: `bot` from a GitLab token and
+        `bot` from a cluster token are different callers and must never own
+        each other's items. OpenShift users and the local user have their
+        own namespaces.
+        """
+        if self.kind == "jwt" and self.issuer is not None:
+            return self.issuer
+        return self.kind

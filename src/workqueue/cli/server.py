@@ -6,6 +6,7 @@ Alembic or the item types.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 from pathlib import Path
@@ -75,6 +76,13 @@ def serve(
     """Run the HTTP API and the processing engine until stopped."""
     configure_logging(log_level, log_format)
     settings = _settings()
+    if settings.local_auth_user and not is_loopback_host(host):
+        raise _fail(
+            f"WORKQUEUE_SERVICE_LOCAL_AUTH_USER is set, so every request without a token "
+            f"would get all permissions: serve it on a loopback address "
+            f"(--host 127.0.0.1 or ::1), not {host}",
+            EXIT_USAGE,
+        )
     config = _config(settings)
     started = True
     try:
@@ -87,6 +95,16 @@ def serve(
         raise _fail(str(error)) from None
     if not started:
         raise _fail("the service did not start; the log above says why")
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether binding `host` only accepts connections from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # any other name may resolve to a public address
 
 
 def _run_server(

@@ -88,6 +88,16 @@ class WorkItem(Base):
     lease_token: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid)
     next_attempt_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True))
     caller_identity: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    # Where caller_identity comes from (a JWT issuer URL, `openshift`, `local`):
+    # subjects are unique only per issuer, so ownership compares both. None
+    # for items created before it was recorded: they match no caller.
+    caller_issuer: Mapped[str | None] = mapped_column(sa.Text)
+    # The GitLab project path the item acts on (a numeric id resolved), which
+    # authorization scopes (`projects:`) are matched against, in SQL for lists.
+    project_path: Mapped[str | None] = mapped_column(sa.Text)
+    # The type's natural identity without the generation (mr: project and
+    # source branch): the database holds at most one live item per key.
+    live_key: Mapped[str | None] = mapped_column(sa.Text)
     idempotency_key: Mapped[str | None] = mapped_column(sa.Text)
     generation: Mapped[int] = mapped_column(sa.Integer, nullable=False, server_default="1")
     last_event_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True))
@@ -124,6 +134,22 @@ class WorkItem(Base):
             unique=True,
             postgresql_where=sa.text("phase NOT IN ('completed', 'cancelled')"),
         ),
+        # One live (active or failed) item per natural identity, whatever its
+        # generation: a retry of an old generation cannot make a second one.
+        sa.Index(
+            "uq_work_items_live_key",
+            "live_key",
+            unique=True,
+            postgresql_where=sa.text("phase NOT IN ('completed', 'cancelled')"),
+        ),
+        # Per-caller limits count a caller's live items.
+        sa.Index(
+            "ix_work_items_caller_live",
+            "caller_issuer",
+            "caller_identity",
+            postgresql_where=sa.text("phase NOT IN ('completed', 'cancelled')"),
+        ),
+        sa.Index("ix_work_items_project_path", "project_path"),
         sa.Index("ix_work_items_item_type_phase", "item_type", "phase"),
         sa.CheckConstraint("attempts >= 0", name="attempts_not_negative"),
         sa.CheckConstraint("generation >= 1", name="generation_positive"),
@@ -190,3 +216,14 @@ class PendingEvent(Base):
     # Delivery identity (webhook UUID, SQS message id) + item: a redelivery is a no-op.
     dedupe_key: Mapped[str | None] = mapped_column(sa.Text, unique=True)
     received_at: Mapped[datetime] = _utc_now_column()
+
+
+class CallerSubmissionWindow(Base):
+    """Submissions per caller per minute, shared by every replica (`authorization.limits`)."""
+
+    __tablename__ = "caller_submission_windows"
+
+    caller_issuer: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    caller_identity: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    window_start: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), primary_key=True)
+    submissions: Mapped[int] = mapped_column(sa.Integer, nullable=False)

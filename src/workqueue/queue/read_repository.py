@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
@@ -91,3 +91,33 @@ def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
         raise InvalidCursorError(
             "cursor is not valid; pass next_cursor from a previous page"
         ) from error
+
+
+class VisibilityGrant(Protocol):
+    """One authorization grant as lists need it (see `auth.authorization.Grant`)."""
+
+    @property
+    def item_types(self) -> frozenset[str] | None: ...
+
+    @property
+    def project_regexes(self) -> tuple[str, ...] | None: ...
+
+
+def visible_to(grants: Sequence[VisibilityGrant]) -> sa.ColumnElement[bool]:
+    """The SQL condition an item must meet to be shown under these grants (OR over them).
+
+    Project scopes are anchored regular expressions matched with PostgreSQL's
+    case-sensitive `~`, so paging stays a database query: a page is never
+    filtered after the fact in Python (which would make pages short and leak
+    through their cursors).
+    """
+    conditions: list[sa.ColumnElement[bool]] = []
+    for grant in grants:
+        parts: list[sa.ColumnElement[bool]] = []
+        if grant.item_types is not None:
+            parts.append(WorkItem.item_type.in_(sorted(grant.item_types)))
+        if grant.project_regexes is not None:
+            matches = (WorkItem.project_path.regexp_match(regex) for regex in grant.project_regexes)
+            parts.append(sa.or_(sa.false(), *matches))
+        conditions.append(sa.and_(sa.true(), *parts))
+    return sa.or_(sa.false(), *conditions)

@@ -47,6 +47,10 @@ CancelHook = Callable[["Session", Any, Mapping[str, Any]], None]
 RetryHook = Callable[["Session", Any], None]
 """Type-specific preparation when a person retries an item (e.g. ask for its MR again)."""
 
+ProjectPathResolver = Callable[[str], str]
+"""Turns a submitted project reference (a path or a numeric id) into the project's path,
+which authorization scopes match; a type whose items name projects by id provides one."""
+
 Resolver = Callable[["Session", Mapping[str, Any]], list[uuid.UUID]]
 """Finds the active items an incoming event of some type concerns (DDR-32)."""
 
@@ -62,6 +66,7 @@ class ItemTypeRegistration:
     config: object = None
     cancel_hook: CancelHook | None = None
     retry_hook: RetryHook | None = None
+    resolve_project_path: ProjectPathResolver | None = None
     # Type-specific numbers for monitoring, read at scrape time (name -> reader).
     gauges: dict[str, Callable[[], float]] = field(default_factory=dict)
     executors: dict[str, Executor] = field(default_factory=dict)

@@ -13,18 +13,22 @@ from workqueue.queue.models import Phase
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.schemas import MRWorkItemCreate
 from workqueue.types.mr.submit import (
+    LiveItemLimitError,
+    OwnershipConflictError,
     SubmissionRejectedError,
     SubmitOutcome,
+    Submitter,
     submit_mr,
 )
 
 CONFIG = MRTypeConfig()
+ISSUER = "https://issuer.example.com"
 
 
 def submission(**overrides) -> MRWorkItemCreate:
     body = {
         "project": "group/sub/project",
-        "source_branch": "bot/sync-kernel",
+        "source_branch": "workqueue/sync-kernel",
         "title": "Sync kernel sources",
         "commit_message": "Sync sources from upstream",
         "labels": ["bot"],
@@ -39,7 +43,9 @@ def submission(**overrides) -> MRWorkItemCreate:
 def submit(sessions, body: MRWorkItemCreate, caller: str = "system:serviceaccount:ns:bot"):
     return run_in_transaction(
         sessions,
-        lambda session: submit_mr(session, body, caller_identity=caller, config=CONFIG),
+        lambda session: submit_mr(
+            session, body, submitter=Submitter(ISSUER, caller), config=CONFIG
+        ),
         attempts=5,
     )
 
@@ -54,7 +60,7 @@ def test_first_submission_creates_an_actionable_item(sessions):
     assert result.outcome is SubmitOutcome.CREATED
     item = result.item
     assert (item.phase, item.actionable, item.generation) == (Phase.ACTIVE, True, 1)
-    assert item.idempotency_key == "mr:group/sub/project:bot/sync-kernel:1"
+    assert item.idempotency_key == "mr:group/sub/project:workqueue/sync-kernel:1"
     assert item.caller_identity == "system:serviceaccount:ns:bot"
     assert item.content_hash.startswith("sha256:")
     (detail,) = rows(sessions, "SELECT title, labels, file_actions FROM mr_details")
@@ -73,7 +79,7 @@ def test_first_submission_creates_an_actionable_item(sessions):
 def test_same_content_again_is_unchanged_and_writes_nothing(sessions):
     first = submit(sessions, submission())
     before = rows(sessions, "SELECT updated_at, xmin::text FROM work_items")
-    again = submit(sessions, submission(), caller="someone-else")
+    again = submit(sessions, submission())
     assert again.outcome is SubmitOutcome.UNCHANGED
     assert again.item.id == first.item.id
     assert rows(sessions, "SELECT updated_at, xmin::text FROM work_items") == before
@@ -129,7 +135,7 @@ def test_after_a_terminal_item_a_new_generation_starts(sessions, terminal):
     assert second.outcome is SubmitOutcome.CREATED
     assert second.item.id != first.item.id
     assert second.item.generation == 2
-    assert second.item.idempotency_key == "mr:group/sub/project:bot/sync-kernel:2"
+    assert second.item.idempotency_key == "mr:group/sub/project:workqueue/sync-kernel:2"
     assert rows(sessions, "SELECT phase, generation FROM work_items ORDER BY generation") == [
         (terminal, 1),
         ("active", 2),
@@ -138,7 +144,7 @@ def test_after_a_terminal_item_a_new_generation_starts(sessions, terminal):
 
 def test_identity_is_project_and_branch_exactly_as_given(sessions):
     submit(sessions, submission())
-    other_branch = submit(sessions, submission(source_branch="bot/other"))
+    other_branch = submit(sessions, submission(source_branch="workqueue/other"))
     numeric_project = submit(sessions, submission(project="1234"))
     assert other_branch.outcome is numeric_project.outcome is SubmitOutcome.CREATED
     assert rows(sessions, "SELECT count(*) FROM work_items") == [(3,)]
@@ -189,3 +195,123 @@ def test_twenty_concurrent_different_submissions_still_make_one_item(sessions):
     assert outcomes[SubmitOutcome.CREATED] == 1
     assert outcomes[SubmitOutcome.UPDATED] + outcomes[SubmitOutcome.UNCHANGED] == 19
     assert rows(sessions, "SELECT count(*) FROM work_items") == [(1,)]
+
+
+# -- ownership, live items, limits -------------------------------------------------------
+
+
+def item_rows(sessions):
+    return rows(
+        sessions,
+        "SELECT id, caller_issuer, caller_identity, updated_at, xmin::text, live_key "
+        "FROM work_items ORDER BY created_at",
+    )
+
+
+def test_another_callers_submission_for_a_live_branch_changes_nothing(sessions):
+    submit(sessions, submission())
+    before = item_rows(sessions)
+    with pytest.raises(OwnershipConflictError, match="belongs to another caller"):
+        submit(sessions, submission(title="Taken over"), caller="system:serviceaccount:ns:evil")
+    assert item_rows(sessions) == before
+
+
+def test_the_same_subject_from_another_issuer_is_another_caller(sessions):
+    submit(sessions, submission())
+    before = item_rows(sessions)
+
+    def from_other_issuer(session):
+        submitter = Submitter("https://other-issuer.example.com", "system:serviceaccount:ns:bot")
+        return submit_mr(session, submission(title="x"), submitter=submitter, config=CONFIG)
+
+    with pytest.raises(OwnershipConflictError):
+        run_in_transaction(sessions, from_other_issuer)
+    assert item_rows(sessions) == before
+
+
+def test_the_owner_and_issuer_are_recorded_with_the_live_key(sessions):
+    created = submit(sessions, submission())
+    [(_, issuer, identity, _, _, live_key)] = item_rows(sessions)
+    assert (issuer, identity) == (ISSUER, "system:serviceaccount:ns:bot")
+    assert live_key == "mr:group/sub/project:workqueue/sync-kernel"
+    assert created.item.project_path == "group/sub/project"
+
+
+def test_the_database_refuses_a_second_live_item_for_one_branch(sessions):
+    """The partial unique index on live_key holds even without the advisory lock."""
+    submit(sessions, submission())
+    with (
+        sessions() as session,
+        pytest.raises(sa.exc.IntegrityError, match="uq_work_items_live_key"),
+    ):
+        session.execute(
+            sa.text(
+                "INSERT INTO work_items (item_type, caller_identity, generation, live_key) "
+                "VALUES ('mr', 'x', 2, 'mr:group/sub/project:workqueue/sync-kernel')"
+            )
+        )
+    with sessions() as session:
+        # Once the first is terminal, the key is free for a new generation.
+        session.execute(sa.text("UPDATE work_items SET phase = 'completed'"))
+        session.execute(
+            sa.text(
+                "INSERT INTO work_items (item_type, caller_identity, generation, live_key) "
+                "VALUES ('mr', 'x', 2, 'mr:group/sub/project:workqueue/sync-kernel')"
+            )
+        )
+        session.commit()
+
+
+def test_a_caller_at_its_live_item_limit_cannot_create_but_can_update(sessions):
+    def submit_limited(body):
+        return run_in_transaction(
+            sessions,
+            lambda session: submit_mr(
+                session,
+                body,
+                submitter=Submitter(ISSUER, "bot"),
+                config=CONFIG,
+                max_live_items=2,
+            ),
+        )
+
+    submit_limited(submission(source_branch="workqueue/a"))
+    submit_limited(submission(source_branch="workqueue/b"))
+    with pytest.raises(LiveItemLimitError, match="limit 2"):
+        submit_limited(submission(source_branch="workqueue/c"))
+    assert submit_limited(submission(source_branch="workqueue/a", title="v2")).outcome is (
+        SubmitOutcome.UPDATED
+    )
+    assert rows(sessions, "SELECT count(*) FROM work_items") == [(2,)]
+
+
+def test_concurrent_creations_never_exceed_the_live_item_limit(sessions):
+    outcomes: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def one(branch: str) -> None:
+        try:
+            run_in_transaction(
+                sessions,
+                lambda session: submit_mr(
+                    session,
+                    submission(source_branch=branch),
+                    submitter=Submitter(ISSUER, "bot"),
+                    config=CONFIG,
+                    max_live_items=3,
+                ),
+                attempts=5,
+            )
+            result = "created"
+        except LiveItemLimitError:
+            result = "limited"
+        with lock:
+            outcomes[result] += 1
+
+    threads = [threading.Thread(target=one, args=(f"workqueue/t{n}",)) for n in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert outcomes == {"created": 3, "limited": 9}
+    assert rows(sessions, "SELECT count(*) FROM work_items") == [(3,)]

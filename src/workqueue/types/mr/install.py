@@ -65,3 +65,4 @@ def install_mr(registry: TypeRegistry, section: Mapping[str, Any], context: Inst
     )
     registration.add_gauge("ci_retry_breaker_refused", lambda: float(breaker.state().refused_total))
     registration.retry_hook = executors.reopen_on_retry
+    registration.resolve_project_path = lambda project: client.project(project).path_with_namespace

@@ -19,6 +19,11 @@ def idempotency_key(project: str, source_branch: str, generation: int) -> str:
     return f"{MR_ITEM_TYPE}:{project}:{source_branch}:{generation}"
 
 
+def live_key(project: str, source_branch: str) -> str:
+    """The identity at most one live item may hold (the database enforces it)."""
+    return f"{MR_ITEM_TYPE}:{project}:{source_branch}"
+
+
 def lock_identity(session: Session, project: str, source_branch: str) -> None:
     """Serialise submissions for one branch so concurrent ones agree on a single item."""
     session.execute(
@@ -58,9 +63,11 @@ def list_mr_items(
     source_branch: str | None,
     phase: Phase | None,
     caller_identity: str | None,
+    visible: sa.ColumnElement[bool] | None = None,
     limit: int,
     cursor: str | None,
 ) -> Page:
+    """MR items matching every given field, and `visible` (the caller's scope), newest first."""
     wanted = {
         MRWorkItem.project: project,
         MRWorkItem.package: package,
@@ -69,6 +76,8 @@ def list_mr_items(
         MRWorkItem.caller_identity: caller_identity,
     }
     filters = [column == value for column, value in wanted.items() if value is not None]
+    if visible is not None:
+        filters.append(visible)
     return list_items(
         session, model=MRWorkItem, item_types=None, filters=filters, limit=limit, cursor=cursor
     )

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
+from workqueue.queue import ownership_repository
 from workqueue.queue import repository as queue_repository
 from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.models import DimensionStatus, Phase
@@ -45,6 +46,22 @@ class SubmitResult:
         return self.outcome is SubmitOutcome.CREATED
 
 
+@dataclass(frozen=True)
+class Submitter:
+    """Who submits: ownership compares both parts (subjects are unique per issuer only)."""
+
+    issuer: str
+    identity: str
+
+
+class OwnershipConflictError(Exception):
+    """Another caller's live item holds this branch (HTTP 409); nothing was written."""
+
+
+class LiveItemLimitError(Exception):
+    """The caller already holds its maximum of live items (HTTP 429); nothing was written."""
+
+
 class SubmissionRejectedError(Exception):
     """The submission breaks the validation policy; nothing was written."""
 
@@ -57,9 +74,18 @@ def submit_mr(
     session: Session,
     submission: MRWorkItemCreate,
     *,
-    caller_identity: str,
+    submitter: Submitter,
     config: MRTypeConfig,
+    project_path: str | None = None,
+    max_live_items: int | None = None,
 ) -> SubmitResult:
+    """Create or update the live item of `(project, source_branch)` for `submitter`.
+
+    `project_path` is what authorization matched (the path of a numeric
+    `project`); it defaults to `project`. A live item created by another
+    caller is never touched (`OwnershipConflictError`); a new item beyond
+    `max_live_items` of the submitter's is refused (`LiveItemLimitError`).
+    """
     violations = check_submission(submission, config)
     if violations:
         raise SubmissionRejectedError(violations)
@@ -69,18 +95,23 @@ def submit_mr(
     repository.lock_identity(session, project, branch)
     existing = repository.find_live_item(session, project, branch)
     if existing is None:
-        return SubmitResult(
-            _create(session, submission, digest, caller_identity), SubmitOutcome.CREATED
+        _check_live_item_limit(session, submitter, max_live_items)
+        item = _create(session, submission, digest, submitter, project_path or project)
+        return SubmitResult(item, SubmitOutcome.CREATED)
+    if (existing.caller_issuer, existing.caller_identity) != (submitter.issuer, submitter.identity):
+        raise OwnershipConflictError(
+            f"the live item {existing.id} for {project} branch {branch} belongs to another "
+            "caller; only its creator may update it (it can be cancelled by someone "
+            "with the retry permission)"
         )
     if existing.phase == Phase.ACTIVE and existing.content_hash == digest:
         return SubmitResult(existing, SubmitOutcome.UNCHANGED)
 
     outcome = SubmitOutcome.RETRIED if existing.phase == Phase.FAILED else SubmitOutcome.UPDATED
     _apply_content(existing, submission, digest)
-    # New content takes the branch back from a human who pushed to it. An
-    # identical resubmission (unchanged) leaves their work alone on purpose:
-    # a bot re-sending the same state every hour must not undo a person's fix.
-    existing.foreign_head_sha = None
+    # `foreign_head_sha` is deliberately kept: new content does not entitle
+    # the service to overwrite a human's commits. ensure_mr clears it only
+    # when the branch head is the service's own again, or the branch is gone.
     session.flush()
     queue_repository.upsert_dimension(
         session, existing.id, DimensionUpdate(MRDimension.NEEDS_MR, DimensionStatus.TRUE)
@@ -92,19 +123,40 @@ def submit_mr(
     return SubmitResult(existing, outcome)
 
 
+def _check_live_item_limit(
+    session: Session, submitter: Submitter, max_live_items: int | None
+) -> None:
+    if max_live_items is None:
+        return
+    # Serialised per caller, so concurrent creations cannot overshoot together.
+    ownership_repository.lock_caller(session, submitter.issuer, submitter.identity)
+    held = ownership_repository.live_item_count(session, submitter.issuer, submitter.identity)
+    if held >= max_live_items:
+        raise LiveItemLimitError(
+            f"{submitter.identity} already holds {held} live items (limit {max_live_items}); "
+            "let some finish or cancel them first"
+        )
+
+
 def _create(
-    session: Session, submission: MRWorkItemCreate, digest: str, caller_identity: str
+    session: Session,
+    submission: MRWorkItemCreate,
+    digest: str,
+    submitter: Submitter,
+    project_path: str,
 ) -> MRWorkItem:
-    generation = repository.next_generation(session, submission.project, submission.source_branch)
+    project, branch = submission.project, submission.source_branch
+    generation = repository.next_generation(session, project, branch)
     item = MRWorkItem(
         item_type=MR_ITEM_TYPE,
         phase=Phase.ACTIVE,
         actionable=True,
-        caller_identity=caller_identity,
+        caller_identity=submitter.identity,
+        caller_issuer=submitter.issuer,
+        project_path=project_path,
+        live_key=repository.live_key(project, branch),
         generation=generation,
-        idempotency_key=repository.idempotency_key(
-            submission.project, submission.source_branch, generation
-        ),
+        idempotency_key=repository.idempotency_key(project, branch, generation),
         project=submission.project,
         source_branch=submission.source_branch,
     )
