@@ -251,3 +251,32 @@ def test_config_schema_describes_the_file(tmp_path):
     assert list(validator.iter_errors(example)) == []
     assert list(validator.iter_errors({"handled_types": {"mr": {"colour": "blue"}}}))
     assert list(validator.iter_errors({"surprise": 1}))
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.10", "example.com"])  # noqa: S104
+def test_the_local_dev_user_is_refused_on_a_non_loopback_address(config_path, host):
+    # The database is unreachable on purpose: the refusal must come before it is needed.
+    env = _environment(
+        config_path,
+        DATABASE_URL="postgresql://127.0.0.1:1/x",
+        WORKQUEUE_SERVICE_LOCAL_AUTH_USER="dev",
+    )
+    result = _run(["serve", "--host", host], env)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "WORKQUEUE_SERVICE_LOCAL_AUTH_USER" in lines[0]
+    assert "loopback" in lines[0]
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1", "127.0.0.2"])
+def test_the_local_dev_user_is_accepted_on_loopback(config_path, host):
+    env = _environment(
+        config_path,
+        DATABASE_URL="postgresql://127.0.0.1:1/x",
+        WORKQUEUE_SERVICE_LOCAL_AUTH_USER="dev",
+    )
+    result = _run(["serve", "--host", host], env)
+    # It gets as far as the (unreachable) database.
+    assert result.returncode == 1
+    assert "cannot connect to the database" in result.stderr

@@ -27,13 +27,14 @@ def build_client(
     *,
     local_user: str | None = LOCAL_USER,
     rules: tuple[dict[str, Any], ...] = (),
+    limits: dict[str, Any] | None = None,
     handled_types: dict[str, Any] | None = None,
     **app_options: Any,
 ) -> Iterator[httpx.Client]:
     settings = Settings(WORKQUEUE_SERVICE_LOCAL_AUTH_USER=local_user)
     config = ServiceConfig.model_validate(
         {
-            "authorization": {"rules": list(rules)},
+            "authorization": {"rules": list(rules), "limits": limits or {}},
             "processing": {
                 "workers": 2,
                 "lease_seconds": 3,

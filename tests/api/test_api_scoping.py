@@ -1,0 +1,339 @@
+"""The trust boundary over HTTP: project scopes, exact claims, ownership, generations, limits.
+
+Callers carry real tokens from a local OIDC issuer. The GitLab-CI-style caller
+holds a `project_path` claim and a rule `projects: ["{project_path}"]`: it may
+act on its own project only. Every refusal is checked to have made no GitLab
+write (the simulator's request log).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from api_harness import build_client
+from auth_support import LocalIssuer, claims_for, rsa_key, sign
+
+from workqueue.testing.gitlab_simulator import GitLabSimulator
+
+OWN = "team/app"
+SIBLING = "team/other"
+VICTIM = "victim/prod"
+CI_SUB = "project_path:team/app:ref_type:branch:ref:main"
+ADMIN_SUB = "system:serviceaccount:ops:admin"
+OTHER_BOT = "system:serviceaccount:ops:other-bot"
+TEAM_READER = "system:serviceaccount:team:reader"
+MAIN_ONLY = "system:serviceaccount:ci:main-only"
+WRITES = ("POST", "PUT", "DELETE")
+
+
+@pytest.fixture(scope="module")
+def key():
+    return rsa_key("scoping-key")
+
+
+@pytest.fixture
+def issuer(key) -> Iterator[LocalIssuer]:
+    server = LocalIssuer()
+    server.publish(key)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def projects(simulator: GitLabSimulator) -> dict[str, int]:
+    files = {"README.md": "# hello\n", "kernel.spec": "Version: 1\n"}
+    return {path: simulator.create_project(path, files) for path in (OWN, SIBLING, VICTIM)}
+
+
+def scoped_rules(issuer_url: str) -> tuple[dict[str, Any], ...]:
+    def rule(claims: dict[str, Any], permissions: list[str], **extra: Any) -> dict[str, Any]:
+        return {
+            "issuer": issuer_url,
+            "claims": {"aud": "workqueue-service", **claims},
+            "permissions": permissions,
+            **extra,
+        }
+
+    return (
+        # GitLab CI: its own project, whatever the job's subject.
+        rule(
+            {"namespace_path": "team"},
+            ["read", "submit", "retry"],
+            item_types=["mr"],
+            projects=["{project_path}"],
+        ),
+        rule({"sub": [ADMIN_SUB, OTHER_BOT]}, ["read", "submit", "retry"], projects=["**"]),
+        rule({"sub": TEAM_READER}, ["read"], projects=["team/**"]),
+        rule({"sub": MAIN_ONLY, "ref": "main"}, ["submit"], projects=["**"]),
+    )
+
+
+def token(issuer: LocalIssuer, key, sub: str, **claims: Any) -> dict[str, str]:
+    signed = sign(claims_for(issuer.issuer, sub=sub, aud="workqueue-service", **claims), key)
+    return {"Authorization": f"Bearer {signed}"}
+
+
+def ci_job(issuer, key, project_path: str = OWN) -> dict[str, str]:
+    return token(
+        issuer,
+        key,
+        f"project_path:{project_path}:ref_type:branch:ref:main",
+        project_path=project_path,
+        namespace_path=project_path.split("/", maxsplit=1)[0],
+        ref="main",
+    )
+
+
+def submission(project: str, branch: str = "workqueue/sync", **extra: Any) -> dict[str, Any]:
+    return {
+        "project": project,
+        "source_branch": branch,
+        "title": "Sync",
+        "commit_message": "Sync from upstream",
+        "file_actions": [{"action": "update", "file_path": "kernel.spec", "content": "v2\n"}],
+        **extra,
+    }
+
+
+@pytest.fixture
+def client(database_url, simulator, issuer, projects) -> Iterator[httpx.Client]:
+    del projects  # created before the app starts
+    with build_client(
+        database_url,
+        simulator,
+        local_user=None,
+        rules=scoped_rules(issuer.issuer),
+        process_items=False,  # what is stored is under test here, not the GitLab writes
+    ) as test_client:
+        yield test_client
+
+
+def writes(simulator: GitLabSimulator) -> int:
+    return sum(simulator.request_count(method) for method in WRITES)
+
+
+def test_a_ci_token_submits_to_its_own_project_and_nowhere_else(
+    client, simulator, issuer, key, projects
+):
+    ci = ci_job(issuer, key)
+    simulator.reset_requests()
+    for project in (SIBLING, VICTIM, str(projects[VICTIM]), "Team/App", "team/app/sub"):
+        refused = client.post("/api/work-items/mr", json=submission(project), headers=ci)
+        assert refused.status_code == 403, (project, refused.text)
+        assert "may not submit mr items in project" in refused.json()["detail"]
+    assert writes(simulator) == 0
+    assert client.get("/api/work-items", headers=ci).json()["items"] == []
+
+    created = client.post("/api/work-items/mr", json=submission(OWN), headers=ci)
+    assert created.status_code == 201, created.text
+    assert created.json()["caller_issuer"] == issuer.issuer
+
+
+def test_a_numeric_project_id_is_authorized_by_its_path(client, simulator, issuer, key, projects):
+    ci = ci_job(issuer, key)
+    own_id = str(projects[OWN])
+    created = client.post("/api/work-items/mr", json=submission(own_id), headers=ci)
+    assert created.status_code == 201, created.text
+    assert created.json()["details"]["project"] == own_id  # stored as given
+    item = created.json()["id"]
+    assert client.get(f"/api/work-items/{item}", headers=ci).status_code == 200
+
+    victim_id = str(projects[VICTIM])
+    assert (
+        client.post("/api/work-items/mr", json=submission(victim_id), headers=ci).status_code == 403
+    )
+    unknown = client.post("/api/work-items/mr", json=submission("987654"), headers=ci)
+    assert unknown.status_code == 422
+    assert unknown.json()["detail"][0]["loc"] == ["body", "project"]
+    assert writes(simulator) == 0
+
+
+def test_read_scopes_filter_lists_in_sql_and_refuse_single_items(client, issuer, key):
+    admin = token(issuer, key, ADMIN_SUB)
+    ids: dict[str, list[str]] = {}
+    for project in (OWN, SIBLING, VICTIM):
+        for branch in ("workqueue/a", "workqueue/b", "workqueue/c"):
+            answer = client.post(
+                "/api/work-items/mr", json=submission(project, branch), headers=admin
+            )
+            assert answer.status_code == 201, answer.text
+            ids.setdefault(project, []).append(answer.json()["id"])
+
+    def all_pages(path: str, headers: dict[str, str], **params: Any) -> list[dict[str, Any]]:
+        found, cursor = [], None
+        while True:
+            query = {"limit": 1, **params, **({"cursor": cursor} if cursor else {})}
+            page = client.get(path, params=query, headers=headers).json()
+            assert len(page["items"]) <= 1
+            found.extend(page["items"])
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return found
+
+    ci, reader = ci_job(issuer, key), token(issuer, key, TEAM_READER)
+    for path in ("/api/work-items", "/api/work-items/mr"):
+        assert {i["id"] for i in all_pages(path, ci)} == set(ids[OWN])
+        assert {i["id"] for i in all_pages(path, reader)} == set(ids[OWN] + ids[SIBLING])
+        assert len(all_pages(path, admin)) == 9
+    assert client.get("/api/work-items/mr", params={"project": VICTIM}, headers=ci).json() == {
+        "items": [],
+        "next_cursor": None,
+    }
+    victim_item = ids[VICTIM][0]
+    assert client.get(f"/api/work-items/{victim_item}", headers=ci).status_code == 403
+    assert client.get(f"/api/work-items/{victim_item}", headers=reader).status_code == 403
+    assert client.post(f"/api/work-items/{victim_item}/cancel", headers=ci).status_code == 403
+    assert client.get(f"/api/work-items/{victim_item}", headers=admin).json()["phase"] == "active"
+    own_item = ids[OWN][0]
+    assert client.post(f"/api/work-items/{own_item}/cancel", headers=reader).status_code == 403
+    assert client.post(f"/api/work-items/{own_item}/cancel", headers=ci).status_code == 200
+
+
+def test_claims_are_compared_exactly(client, issuer, key):
+    body = submission(OWN, "workqueue/exact")
+    for ref in ("Main", "MAIN", "main "):
+        refused = client.post(
+            "/api/work-items/mr", json=body, headers=token(issuer, key, MAIN_ONLY, ref=ref)
+        )
+        assert refused.status_code == 403, ref
+    allowed = client.post(
+        "/api/work-items/mr", json=body, headers=token(issuer, key, MAIN_ONLY, ref="main")
+    )
+    assert allowed.status_code == 201, allowed.text
+
+
+def test_another_callers_live_item_is_not_theirs_to_update(client, issuer, key):
+    admin, other = token(issuer, key, ADMIN_SUB), token(issuer, key, OTHER_BOT)
+    first = client.post("/api/work-items/mr", json=submission(OWN), headers=admin)
+    assert first.status_code == 201
+    before = client.get(f"/api/work-items/{first.json()['id']}", headers=admin).json()
+
+    taken = client.post("/api/work-items/mr", json=submission(OWN, title="Mine now"), headers=other)
+    assert taken.status_code == 409
+    assert "belongs to another caller" in taken.json()["detail"]
+    after = client.get(f"/api/work-items/{first.json()['id']}", headers=admin).json()
+    assert after == before
+    # The same subject from another issuer is someone else as well.
+    stranger = LocalIssuer()
+    stranger.publish(key)
+    stranger.start()
+    try:
+        forged = sign(claims_for(stranger.issuer, sub=ADMIN_SUB, aud="workqueue-service"), key)
+        answer = client.post(
+            "/api/work-items/mr",
+            json=submission(OWN, title="x"),
+            headers={"Authorization": f"Bearer {forged}"},
+        )
+        assert answer.status_code == 401  # not a configured issuer at all
+    finally:
+        stranger.stop()
+
+
+def test_two_callers_racing_on_one_branch_get_one_owner(client, issuer, key):
+    callers = {ADMIN_SUB: token(issuer, key, ADMIN_SUB), OTHER_BOT: token(issuer, key, OTHER_BOT)}
+    statuses: Counter[tuple[str, int]] = Counter()
+    lock = threading.Lock()
+    start = threading.Barrier(8)
+
+    def one(sub: str, n: int) -> None:
+        start.wait()
+        answer = client.post(
+            "/api/work-items/mr", json=submission(OWN, title=f"t{n % 2}"), headers=callers[sub]
+        )
+        with lock:
+            statuses[sub, answer.status_code] += 1
+
+    threads = [threading.Thread(target=one, args=(sub, n)) for n in range(4) for sub in callers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    items = client.get("/api/work-items", headers=callers[ADMIN_SUB]).json()["items"]
+    assert len(items) == 1
+    owner = items[0]["caller_identity"]
+    loser = next(sub for sub in callers if sub != owner)
+    assert statuses[loser, 409] == 4
+    assert statuses[owner, 201] == 1
+    assert sum(count for (sub, _), count in statuses.items() if sub == owner) == 4
+    assert all(code in {200, 201} for (sub, code) in statuses if sub == owner)
+
+
+def test_retrying_an_older_generation_while_a_newer_one_is_live_is_409(client, issuer, key):
+    admin = token(issuer, key, ADMIN_SUB)
+    first = client.post("/api/work-items/mr", json=submission(OWN), headers=admin).json()
+    assert client.post(f"/api/work-items/{first['id']}/cancel", headers=admin).status_code == 200
+    second = client.post("/api/work-items/mr", json=submission(OWN), headers=admin)
+    assert second.status_code == 201
+    assert second.json()["generation"] == 2
+
+    refused = client.post(f"/api/work-items/{first['id']}/retry", headers=admin)
+    assert refused.status_code == 409
+    assert second.json()["id"] in refused.json()["detail"]
+    assert client.get(f"/api/work-items/{first['id']}", headers=admin).json()["phase"] == (
+        "cancelled"
+    )
+    # The branch still has exactly one live item, and submissions keep working.
+    again = client.post("/api/work-items/mr", json=submission(OWN, title="v3"), headers=admin)
+    assert again.status_code == 200
+    assert again.json()["id"] == second.json()["id"]
+    assert again.json()["outcome"] == "updated"
+
+
+@pytest.fixture
+def limited_client(database_url, simulator, issuer, projects) -> Iterator[httpx.Client]:
+    del projects
+    with build_client(
+        database_url,
+        simulator,
+        local_user=None,
+        rules=scoped_rules(issuer.issuer),
+        limits={"submissions_per_minute_per_caller": 4, "max_live_items_per_caller": 2},
+        process_items=False,
+    ) as test_client:
+        yield test_client
+
+
+def test_per_caller_limits_answer_429_with_retry_after(limited_client, issuer, key):
+    client = limited_client
+    admin, other = token(issuer, key, ADMIN_SUB), token(issuer, key, OTHER_BOT)
+    assert (
+        client.post(
+            "/api/work-items/mr", json=submission(OWN, "workqueue/a"), headers=admin
+        ).status_code
+        == 201
+    )
+    assert (
+        client.post(
+            "/api/work-items/mr", json=submission(OWN, "workqueue/b"), headers=admin
+        ).status_code
+        == 201
+    )
+    # A third live item is over the live-item limit; updating a held one is fine.
+    third = client.post("/api/work-items/mr", json=submission(OWN, "workqueue/c"), headers=admin)
+    assert third.status_code == 429
+    assert third.headers["retry-after"] == "60"
+    assert "limit 2" in third.json()["detail"]
+    updated = client.post(
+        "/api/work-items/mr", json=submission(OWN, "workqueue/a", title="v2"), headers=admin
+    )
+    assert updated.status_code == 200
+    # Five submissions this minute: over the rate, whatever they contain.
+    limited = client.post("/api/work-items/mr", json=submission(OWN, "workqueue/a"), headers=admin)
+    assert limited.status_code == 429
+    assert 1 <= int(limited.headers["retry-after"]) <= 60
+    assert "submissions this minute" in limited.json()["detail"]
+    # Limits are per caller.
+    assert (
+        client.post(
+            "/api/work-items/mr", json=submission(OWN, "workqueue/d"), headers=other
+        ).status_code
+        == 201
+    )
+    items = client.get("/api/work-items", headers=admin).json()["items"]
+    assert len(items) == 3
