@@ -8,16 +8,20 @@ from contextlib import asynccontextmanager
 from typing import cast
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.engine import URL
 
 from workqueue import __version__
 from workqueue.api import health, metrics, mr_routes, webhooks, work_items
+from workqueue.api.authentication import API_PREFIX, AuthenticateFirst
 from workqueue.api.deps import Gatekeeper, Runtime
 from workqueue.api.gatekeeper import build_gatekeeper
-from workqueue.api.limits import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
+from workqueue.api.limits import DEFAULT_BODY_TIMEOUT_SECONDS, DEFAULT_MAX_BODY_BYTES, BodyReader
 from workqueue.api.metrics import ServiceMetrics
 from workqueue.api.sqs_consumer import build_sqs_consumer, sqs_location
+from workqueue.api.strict_json import StrictJSONBodies
+from workqueue.api.validation_errors import validation_error_answer
 from workqueue.config import ServiceConfig
 from workqueue.db.engine import build_engine, build_sessions
 from workqueue.db.url import libpq_conninfo, normalize_database_url
@@ -32,6 +36,8 @@ logger = logging.getLogger(__name__)
 
 # Headroom above the worker pool for requests, the dispatcher and the heartbeat.
 EXTRA_CONNECTIONS = 8
+# Routes under /api/ that authenticate on their own (see api/authentication.py).
+AUTHENTICATES_ITSELF = frozenset({("POST", webhooks.WEBHOOK_PATH), ("GET", "/api/work-items/me")})
 
 
 def create_app(
@@ -43,9 +49,11 @@ def create_app(
     type_context: InstallContext | None = None,
     gatekeeper: Gatekeeper | None = None,
     max_body_bytes: int | None = None,
+    body_timeout_seconds: float = DEFAULT_BODY_TIMEOUT_SECONDS,
 ) -> FastAPI:
     """Build the service. `database_url` overrides DATABASE_URL (the embedded cluster's);
-    `type_context` and `gatekeeper` replace what the settings would build (tests)."""
+    `type_context` and `gatekeeper` replace what the settings would build (tests);
+    a request body must arrive within `body_timeout_seconds` (408)."""
     if database_url is None:
         if settings.database_url is None:
             raise ValueError("no database: set DATABASE_URL or pass database_url")
@@ -109,7 +117,16 @@ def create_app(
     )
     app.state.metrics = service_metrics
     app.state.webhook_secrets = webhook_secrets
-    app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes)
+    # The last added runs first: authenticate, then read the body, then route.
+    app.add_middleware(
+        BodyReader,
+        max_bytes=max_body_bytes,
+        path_limits={webhooks.WEBHOOK_PATH: webhooks.MAX_BODY_BYTES},
+        timeout_seconds=body_timeout_seconds,
+        inspect=StrictJSONBodies(path_prefix=API_PREFIX, exempt_paths={webhooks.WEBHOOK_PATH}),
+    )
+    app.add_middleware(AuthenticateFirst, exempt=AUTHENTICATES_ITSELF)
+    app.add_exception_handler(RequestValidationError, validation_error_answer)
     app.add_exception_handler(GitLabError, _gitlab_error)
     app.add_exception_handler(Exception, _internal_error)
     # Type routes first: `/api/work-items/mr` must not be taken for an item id.

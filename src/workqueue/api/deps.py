@@ -1,7 +1,8 @@
 """Dependencies of the routes: the runtime, the caller, and permission checks.
 
-Authentication happens here and only from the `Authorization` header:
-`X-Forwarded-*` headers are never trusted on `/api` paths.
+Authentication happens only from the `Authorization` header, once per
+request, in `api.authentication` before the body is read; `get_caller` hands
+the routes its result. `X-Forwarded-*` headers are never trusted on `/api` paths.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from typing import Annotated, Literal, NoReturn, Protocol
 from fastapi import Depends, HTTPException, Query, Request
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
+from starlette.concurrency import run_in_threadpool
 
+from workqueue.api.caller_state import remembered_caller
 from workqueue.auth.config import CallerLimits
 from workqueue.queue.audit import AuditEntry, AuditLog
 from workqueue.queue.processing import ProcessingManager
@@ -93,9 +96,19 @@ def get_runtime(request: Request) -> Runtime:
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
-def get_caller(request: Request, runtime: RuntimeDep) -> Caller:
+async def get_caller(request: Request, runtime: RuntimeDep) -> Caller:
+    """The caller `AuthenticateFirst` proved for this request.
+
+    An app built without that middleware authenticates here instead (in a worker
+    thread: the gatekeeper may call an OIDC issuer).
+    """
+    caller = remembered_caller(request.scope)
+    if caller is not None:
+        return caller
     try:
-        return runtime.gatekeeper.authenticate(request.headers.get("authorization"))
+        return await run_in_threadpool(
+            runtime.gatekeeper.authenticate, request.headers.get("authorization")
+        )
     except CallerAuthenticationError as error:
         raise HTTPException(
             status_code=401, detail=str(error), headers={"WWW-Authenticate": "Bearer"}

@@ -1,74 +1,132 @@
-"""Request body size limit (413) as ASGI middleware, before any parsing."""
+"""The one reader of request bodies, as ASGI middleware in front of every route.
+
+- **Bounded**: a body over the limit answers 413, refused before reading when
+  Content-Length announces it, as soon as the limit is crossed when it is
+  streamed (chunked). Paths may have a smaller limit of their own.
+- **Timed**: the whole body must arrive within `timeout_seconds`; a client
+  that stalls gets 408 and its connection is closed, so it holds nothing.
+- **Checked**: `inspect` (strict JSON for API routes) may refuse the complete
+  body with an answer of its own.
+- **Replayed**: the app then receives the buffered body as one message, so
+  nothing downstream can read past the limit or wait on the client.
+
+Early answers close the connection: the server would otherwise keep draining
+whatever the client still sends.
+"""
 
 from __future__ import annotations
 
-import json
+import sys
+from collections.abc import Awaitable, Callable, Mapping
 
+import anyio
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from workqueue.api.asgi import header, route_path, send_json
+
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+DEFAULT_BODY_TIMEOUT_SECONDS = 30.0
+
+_MAX_LENGTH_DIGITS = 18  # more is over any limit (and int() of it costs)
+
+BodyInspector = Callable[[Scope, bytes], Awaitable[Response | None]]
 
 
 class BodyTooLargeError(Exception):
     pass
 
 
-class BodySizeLimit:
-    """Refuse bodies over `max_bytes`: by Content-Length up front, else while streaming."""
+class ClientGoneError(Exception):
+    pass
 
-    def __init__(self, app: ASGIApp, max_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+
+class BodyReader:
+    """Buffer each request body within its size and time limits, then hand it to the app."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        path_limits: Mapping[str, int] | None = None,
+        timeout_seconds: float = DEFAULT_BODY_TIMEOUT_SECONDS,
+        inspect: BodyInspector | None = None,
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.path_limits = dict(path_limits or {})
+        self.timeout_seconds = timeout_seconds
+        self.inspect = inspect
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if self._declared_length(scope) > self.max_bytes:
-            await self._refuse(send)
+        limit = self.limit_for(route_path(scope))
+        if _declared_length(scope) > limit:
+            await _too_large(send, limit)
             return
-        received = 0
-
-        async def limited_receive() -> Message:
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    raise BodyTooLargeError
-            return message
-
-        started = False
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
         try:
-            await self.app(scope, limited_receive, tracking_send)
+            with anyio.fail_after(self.timeout_seconds):
+                body = await _read_body(receive, limit)
+        except TimeoutError:
+            detail = f"request body not received within {self.timeout_seconds:g} seconds"
+            await send_json(send, 408, {"detail": detail}, close=True)
+            return
         except BodyTooLargeError:
-            if not started:
-                await self._refuse(send)
+            await _too_large(send, limit)
+            return
+        except ClientGoneError:
+            return  # nobody is left to answer
+        if self.inspect is not None:
+            refusal = await self.inspect(scope, body)
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, _replay(body, receive), send)
 
-    @staticmethod
-    def _declared_length(scope: Scope) -> int:
-        for name, value in scope.get("headers", []):
-            if name == b"content-length" and value.isdigit():
-                return int(value)
-        return 0
+    def limit_for(self, path: str) -> int:
+        return min(self.max_bytes, self.path_limits.get(path, self.max_bytes))
 
-    async def _refuse(self, send: Send) -> None:
-        body = json.dumps({"detail": f"request body larger than {self.max_bytes} bytes"}).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+
+async def _read_body(receive: Receive, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGoneError
+        chunk: bytes = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLargeError
+        if chunk:
+            chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """The buffered body as one message; then the server's own messages (disconnect)."""
+    delivered = False
+
+    async def replay() -> Message:
+        nonlocal delivered
+        if delivered:
+            return await receive()
+        delivered = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
+
+
+def _declared_length(scope: Scope) -> int:
+    value = (header(scope, b"content-length") or "").strip()
+    if not (value.isascii() and value.isdigit()):
+        return 0  # absent (or malformed, which the server itself refuses)
+    return int(value) if len(value) <= _MAX_LENGTH_DIGITS else sys.maxsize
+
+
+async def _too_large(send: Send, limit: int) -> None:
+    await send_json(send, 413, {"detail": f"request body larger than {limit} bytes"}, close=True)

@@ -21,7 +21,7 @@ from workqueue.api.quotas import (
     enforce_submission_rate,
     resolve_project_path,
 )
-from workqueue.api.schemas import SubmitResponse, WorkItemPage, item_body
+from workqueue.api.schemas import SubmitResponse, WorkItemPage, error_responses, item_body
 from workqueue.api.work_items import page_body
 from workqueue.db.transactions import run_in_transaction
 from workqueue.queue import read_repository
@@ -55,7 +55,24 @@ def _mr_config(runtime: Runtime) -> MRTypeConfig:
     "",
     status_code=201,
     response_model=SubmitResponse,
-    responses={200: {"model": SubmitResponse, "description": "existing item (see outcome)"}},
+    responses={
+        200: {"model": SubmitResponse, "description": "existing item (see outcome)"},
+        **error_responses(
+            401,
+            403,
+            404,
+            408,
+            409,
+            413,
+            429,
+            502,
+            descriptions={
+                404: "This service does not handle mr items",
+                409: "Another caller's item is live for this project and branch",
+                502: "GitLab failed while resolving the project; nothing was stored",
+            },
+        ),
+    },
 )
 def submit(
     body: MRWorkItemCreate, response: Response, runtime: RuntimeDep, caller: CallerDep
@@ -109,7 +126,13 @@ def submit(
     return answer
 
 
-@router.get("", response_model=WorkItemPage)
+@router.get(
+    "",
+    response_model=WorkItemPage,
+    responses=error_responses(
+        401, 403, 404, descriptions={404: "This service does not handle mr items"}
+    ),
+)
 def list_mr_items(
     runtime: RuntimeDep,
     caller: CallerDep,

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
 import uuid
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from workqueue.queue.models import WorkItem, WorkItemStatus
 
@@ -52,9 +56,10 @@ class WorkItemPage(BaseModel):
 
 
 class CancelRequest(BaseModel):
-    model_config = {"extra": "forbid"}
+    # Strict: `"yes"` or `1` is not a decision to close an MR on GitLab.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
-    close_mr: bool = Field(default=False, description="also close the item's MR on GitLab")
+    close_mr: StrictBool = Field(default=False, description="also close the item's MR on GitLab")
 
 
 class TokenBody(BaseModel):
@@ -101,3 +106,90 @@ def details_of(item: WorkItem) -> dict[str, Any]:
         for attribute in mapper.column_attrs
         if attribute.key not in base_columns
     }
+
+
+# -- the list form ------------------------------------------------------------------------
+
+
+def listed_item_body(item: WorkItem, dimensions: list[WorkItemStatus]) -> WorkItemBody:
+    """The form list answers use: `item_body` without file contents.
+
+    Each `details.file_actions[]` entry keeps its other fields and gets
+    `previous_path` and `encoding` (null when absent), `size` and `sha256` of
+    the decoded content (null without content) instead of `content`: a page
+    of 500 items stays small whatever the items carry.
+    """
+    body = item_body(item, dimensions)
+    actions = body.details.get("file_actions")
+    if isinstance(actions, list):
+        body.details = {
+            **body.details,
+            "file_actions": [
+                _listed_file_action(action) if isinstance(action, Mapping) else action
+                for action in actions
+            ],
+        }
+    return body
+
+
+def _listed_file_action(action: Mapping[str, Any]) -> dict[str, Any]:
+    listed = {key: value for key, value in action.items() if key != "content"}
+    listed.setdefault("previous_path", None)
+    listed.setdefault("encoding", None)
+    data = _decoded_content(action.get("content"), action.get("encoding"))
+    listed["size"] = None if data is None else len(data)
+    listed["sha256"] = None if data is None else hashlib.sha256(data).hexdigest()
+    return listed
+
+
+def _decoded_content(content: Any, encoding: Any) -> bytes | None:
+    if not isinstance(content, str):
+        return None
+    if encoding == "base64":
+        try:
+            return base64.b64decode(content, validate=True)
+        except (binascii.Error, ValueError):
+            return None  # stored items passed the policy's check: not expected
+    return content.encode("utf-8")
+
+
+# -- error answers, as OpenAPI declares them -------------------------------------------------
+
+
+class ErrorBody(BaseModel):
+    """Every error answer except 422 (FastAPI's validation shape): what went wrong."""
+
+    detail: str
+
+
+ERROR_DESCRIPTIONS: dict[int, str] = {
+    400: "The body is not valid (strict) JSON",
+    401: "No valid credentials (`WWW-Authenticate: Bearer`); answered before the body is read",
+    403: "No authorization rule grants the permission",
+    404: "No such item, or an item type this service does not handle",
+    408: "The body did not arrive within the body-read timeout; the connection is closed",
+    409: "The item's phase or owner does not allow it",
+    413: "The body is over the size limit",
+    429: "Over a per-caller limit; try again after `Retry-After` seconds",
+    502: "GitLab failed during the request; nothing was changed",
+    503: "The database is unavailable",
+}
+_ERROR_HEADERS: dict[int, dict[str, Any]] = {
+    401: {"WWW-Authenticate": {"schema": {"type": "string"}, "description": "`Bearer`"}},
+    429: {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}},
+}
+
+
+def error_responses(
+    *statuses: int, descriptions: Mapping[int, str] | None = None
+) -> dict[int | str, dict[str, Any]]:
+    """A route's `responses=` for these error statuses, each with the `ErrorBody` model."""
+    declared: dict[int | str, dict[str, Any]] = {}
+    for status in statuses:
+        declared[status] = {
+            "model": ErrorBody,
+            "description": (descriptions or {}).get(status, ERROR_DESCRIPTIONS[status]),
+        }
+        if status in _ERROR_HEADERS:
+            declared[status]["headers"] = _ERROR_HEADERS[status]
+    return declared

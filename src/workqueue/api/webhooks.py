@@ -6,8 +6,9 @@ Rules (see docs API.md, "Webhooks"):
   (`WORKQUEUE_SERVICE_GITLAB_WEBHOOK_SECRET`, comma-separated for rotation),
   compared in constant time; otherwise 401 and nothing is stored. With no
   secret configured every delivery is refused (fail closed).
-* The body must be a JSON object (400 otherwise). Its size is bounded by the
-  application's body-size limit (413).
+* The body must be a JSON object in strict JSON (`api.strict_json`: UTF-8,
+  no NaN/Infinity, finite numbers, bounded nesting); 400 otherwise. It is at
+  most `MAX_BODY_BYTES` (1 MiB, 413 above), read by the body reader.
 * The event type is the payload's `object_kind` (`merge_request`, `pipeline`,
   `build` for Job Hooks, `note`, `push`, ...), else derived from the
   `X-Gitlab-Event` header.
@@ -40,15 +41,18 @@ from pydantic import BaseModel
 
 from workqueue.api.deps import Runtime, get_runtime
 from workqueue.api.metrics import ServiceMetrics
+from workqueue.api.schemas import error_responses
+from workqueue.api.strict_json import InvalidJSONError, parse_strict_json
 from workqueue.db.errors import is_database_unavailable
 from workqueue.db.transactions import run_in_transaction
-from workqueue.queue.ingest import IngestResult, IngestStatus, ingest_event, parse_event_body
+from workqueue.queue.ingest import IngestResult, IngestStatus, ingest_event
 from workqueue.settings import Settings
 
 logger = logging.getLogger(__name__)
 
 WEBHOOK_PATH = "/api/webhooks/gitlab"
 WEBHOOK_SOURCE = "webhook"  # received_deliveries.source
+MAX_BODY_BYTES = 1024 * 1024  # GitLab's largest hooks (pipelines with many jobs) fit
 STATE_KEY = "webhook_secrets"  # app.state attribute holding the WebhookSecrets
 INGEST_CONCURRENCY = 8  # deliveries stored at once per process (see `_ingest_limiter`)
 _LIMITER_KEY = "webhook_ingest_limiter"
@@ -141,11 +145,19 @@ router = APIRouter(tags=["webhooks"])
 @router.post(
     WEBHOOK_PATH,
     response_model=WebhookAnswer,
-    responses={
-        400: {"description": "The body is not a JSON object"},
-        401: {"description": "Missing or wrong X-Gitlab-Token; nothing was stored"},
-        503: {"description": "The database is unavailable; GitLab may redeliver"},
-    },
+    responses=error_responses(
+        400,
+        401,
+        408,
+        413,
+        503,
+        descriptions={
+            400: "The body is not a JSON object (strict JSON)",
+            401: "Missing or wrong X-Gitlab-Token; nothing was stored",
+            413: "The body is over 1 MiB",
+            503: "The database is unavailable; GitLab may redeliver",
+        },
+    ),
 )
 async def receive_gitlab_webhook(request: Request) -> Response:
     """Store a GitLab webhook delivery for the active items it concerns."""
@@ -157,9 +169,7 @@ async def receive_gitlab_webhook(request: Request) -> Response:
         )
         raise HTTPException(status_code=401, detail=_UNAUTHORIZED)
     raw = await request.body()
-    body = parse_event_body(raw)
-    if body is None:
-        raise HTTPException(status_code=400, detail="the body must be a JSON object")
+    body = _json_object(raw)
     event_type = gitlab_event_type(body, request.headers.get("x-gitlab-event"))
     if event_type is None:
         return _answer("ignored")
@@ -180,6 +190,16 @@ async def receive_gitlab_webhook(request: Request) -> Response:
         runtime.manager.notify(item_id)
     _count_stored(request, len(result.item_ids))
     return _answer(result.status)
+
+
+def _json_object(raw: bytes) -> dict[str, Any]:
+    try:
+        body = parse_strict_json(raw)
+    except InvalidJSONError:
+        body = None
+    if not isinstance(body, dict):
+        raise HTTPException(status_code=400, detail="the body must be a JSON object")
+    return body
 
 
 def _ingest_limiter(request: Request) -> anyio.CapacityLimiter:

@@ -18,7 +18,15 @@ from workqueue.api.deps import (
     require,
     require_on_project,
 )
-from workqueue.api.schemas import CancelRequest, TokenBody, WorkItemBody, WorkItemPage, item_body
+from workqueue.api.schemas import (
+    CancelRequest,
+    TokenBody,
+    WorkItemBody,
+    WorkItemPage,
+    error_responses,
+    item_body,
+    listed_item_body,
+)
 from workqueue.db.transactions import run_in_transaction
 from workqueue.queue import ownership_repository, read_repository, repository
 from workqueue.queue.audit import AuditEntry
@@ -37,7 +45,12 @@ RETRYABLE_PHASES = frozenset({Phase.FAILED, Phase.CANCELLED})
 CANCELLABLE_PHASES = frozenset({Phase.ACTIVE, Phase.FAILED})
 
 
-@router.get("/me", response_model=TokenBody, tags=["auth"])
+@router.get(
+    "/me",
+    response_model=TokenBody,
+    tags=["auth"],
+    responses=error_responses(401, descriptions={401: "No X-Forwarded-Access-Token"}),
+)
 def me(
     x_forwarded_access_token: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> TokenBody:
@@ -50,7 +63,7 @@ def me(
     return TokenBody(token=x_forwarded_access_token)
 
 
-@router.get("", response_model=WorkItemPage)
+@router.get("", response_model=WorkItemPage, responses=error_responses(401, 403))
 def list_work_items(
     runtime: RuntimeDep,
     caller: CallerDep,
@@ -77,7 +90,7 @@ def list_work_items(
     )
 
 
-@router.get("/{item_id}", response_model=WorkItemBody)
+@router.get("/{item_id}", response_model=WorkItemBody, responses=error_responses(401, 403, 404))
 def get_work_item(item_id: uuid.UUID, runtime: RuntimeDep, caller: CallerDep) -> WorkItemBody:
     with runtime.sessions() as session:
         item = _existing(session, item_id)
@@ -85,7 +98,19 @@ def get_work_item(item_id: uuid.UUID, runtime: RuntimeDep, caller: CallerDep) ->
         return item_body(item, read_repository.dimensions_of(session, [item.id])[item.id])
 
 
-@router.post("/{item_id}/retry", response_model=WorkItemBody)
+@router.post(
+    "/{item_id}/retry",
+    response_model=WorkItemBody,
+    responses=error_responses(
+        401,
+        403,
+        404,
+        408,
+        409,
+        413,
+        descriptions={409: "The item is not failed or cancelled, or another is live for it"},
+    ),
+)
 def retry_work_item(item_id: uuid.UUID, runtime: RuntimeDep, caller: CallerDep) -> WorkItemBody:
     """Reactivate a failed or cancelled item: active, attempts 0, processed again."""
 
@@ -117,7 +142,23 @@ def retry_work_item(item_id: uuid.UUID, runtime: RuntimeDep, caller: CallerDep) 
     return body
 
 
-@router.post("/{item_id}/cancel", response_model=WorkItemBody)
+@router.post(
+    "/{item_id}/cancel",
+    response_model=WorkItemBody,
+    responses=error_responses(
+        401,
+        403,
+        404,
+        408,
+        409,
+        413,
+        502,
+        descriptions={
+            409: "The item is completed or cancelled already",
+            502: "GitLab failed while closing the MR (`close_mr`); nothing was changed",
+        },
+    ),
+)
 def cancel_work_item(
     item_id: uuid.UUID,
     runtime: RuntimeDep,
@@ -159,7 +200,7 @@ def page_body(runtime: Runtime, query: object) -> WorkItemPage:
             ) from None
         dimensions = read_repository.dimensions_of(session, [item.id for item in page.items])
         return WorkItemPage(
-            items=[item_body(item, dimensions[item.id]) for item in page.items],
+            items=[listed_item_body(item, dimensions[item.id]) for item in page.items],
             next_cursor=page.next_cursor,
         )
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -155,13 +156,34 @@ def _jsonb_safe(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _jsonb_value(value: Any) -> Any:
-    if isinstance(value, str):
-        return _clean_text(value)
-    if isinstance(value, Mapping):
-        return {_jsonb_value(key): _jsonb_value(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonb_value(item) for item in value]
-    return value
+    """The cleaned copy, built without recursion: a body nested thousands of levels
+    deep must not end in RecursionError. Non-finite floats (which JSONB refuses)
+    become null."""
+    root: list[Any] = [None]
+    # (value to copy, container of its copy, index or key of the copy in it)
+    pending: list[tuple[Any, list[Any] | dict[str, Any], Any]] = [(value, root, 0)]
+    while pending:
+        source, target, slot = pending.pop()
+        copy: Any
+        if isinstance(source, str):
+            copy = _clean_text(source)
+        elif isinstance(source, float) and not math.isfinite(source):
+            copy = None
+        elif isinstance(source, Mapping):
+            copy = {}
+            entries = []
+            for key, item in source.items():
+                clean_key = _clean_text(key) if isinstance(key, str) else key
+                copy[clean_key] = None  # keeps the order; filled when popped
+                entries.append((item, copy, clean_key))
+            pending.extend(reversed(entries))  # popped in order: a repeated key's last wins
+        elif isinstance(source, list | tuple):
+            copy = [None] * len(source)
+            pending.extend((item, copy, index) for index, item in enumerate(source))
+        else:
+            copy = source
+        target[slot] = copy
+    return root[0]
 
 
 def _clean_text(text: str) -> str:

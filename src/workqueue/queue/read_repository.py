@@ -83,14 +83,25 @@ def encode_cursor(item: WorkItem) -> str:
 
 
 def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+    """The (created_at, id) a cursor continues after; InvalidCursorError for anything else.
+
+    Cursors come back from callers: every part is checked for its type before
+    use (`uuid.UUID(5)` is an AttributeError, not a ValueError).
+    """
+    invalid = InvalidCursorError("cursor is not valid; pass next_cursor from a previous page")
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         payload: Any = json.loads(base64.urlsafe_b64decode(padded.encode()))
-        return datetime.fromisoformat(payload["created_at"]), uuid.UUID(payload["id"])
-    except (binascii.Error, ValueError, KeyError, TypeError, UnicodeDecodeError) as error:
-        raise InvalidCursorError(
-            "cursor is not valid; pass next_cursor from a previous page"
-        ) from error
+    except (binascii.Error, ValueError, RecursionError) as error:  # UnicodeDecodeError too
+        raise invalid from error
+    created_at = payload.get("created_at") if isinstance(payload, dict) else None
+    item_id = payload.get("id") if isinstance(payload, dict) else None
+    if not isinstance(created_at, str) or not isinstance(item_id, str):
+        raise invalid
+    try:
+        return datetime.fromisoformat(created_at), uuid.UUID(item_id)
+    except ValueError as error:
+        raise invalid from error
 
 
 class VisibilityGrant(Protocol):
