@@ -145,9 +145,10 @@ def test_a_numeric_project_id_is_authorized_by_its_path(client, simulator, issue
     assert client.get(f"/api/work-items/{item}", headers=ci).status_code == 200
 
     victim_id = str(projects[VICTIM])
-    assert (
-        client.post("/api/work-items/mr", json=submission(victim_id), headers=ci).status_code == 403
-    )
+    refused = client.post("/api/work-items/mr", json=submission(victim_id), headers=ci)
+    assert refused.status_code == 403
+    assert VICTIM not in refused.text  # the id's path is not disclosed
+    assert victim_id in refused.json()["detail"]
     unknown = client.post("/api/work-items/mr", json=submission("987654"), headers=ci)
     assert unknown.status_code == 422
     assert unknown.json()["detail"][0]["loc"] == ["body", "project"]

@@ -93,3 +93,45 @@ def test_sql_lock_key_matches_python(engine):
             {"ids": ids},
         ).all()
     assert {row[0]: row[1] for row in rows} == {item: advisory_lock_key(item) for item in ids}
+
+
+def test_0004_scopes_existing_items_and_keys_the_newest_live_generation(server_url):
+    """Before 0004 nothing stopped two live generations of one branch; the upgrade must
+    still succeed, giving the live key to the newest one only."""
+    url, engine = _fresh_engine(server_url)
+    try:
+        command.upgrade(alembic_config(engine), "0003")
+        with engine.begin() as connection:
+            for generation, phase in ((1, "failed"), (2, "active"), (3, "completed")):
+                item_id = connection.execute(
+                    sa.text(
+                        "INSERT INTO work_items (item_type, phase, caller_identity, generation, "
+                        "idempotency_key) VALUES ('mr', :phase, 'bot', :generation, :key) "
+                        "RETURNING id"
+                    ),
+                    {"phase": phase, "generation": generation, "key": f"mr:g/p:b:{generation}"},
+                ).scalar_one()
+                connection.execute(
+                    sa.text(
+                        "INSERT INTO mr_details (id, project, source_branch, title, "
+                        "commit_message, file_actions, content_hash) "
+                        "VALUES (:id, 'g/p', 'b', 't', 'm', '[]', 'h')"
+                    ),
+                    {"id": item_id},
+                )
+        upgrade_to_head(engine)
+        with engine.connect() as connection:
+            rows = connection.execute(
+                sa.text(
+                    "SELECT generation, project_path, live_key, caller_issuer FROM work_items "
+                    "ORDER BY generation"
+                )
+            ).all()
+        assert [tuple(row) for row in rows] == [
+            (1, "g/p", None, None),
+            (2, "g/p", "mr:g/p:b", None),
+            (3, "g/p", None, None),
+        ]
+    finally:
+        engine.dispose()
+        drop_database(server_url, url)

@@ -134,11 +134,18 @@ def require_on_project(
     permission: Permission,
     item_type: str,
     project_path: str | None,
+    *,
+    shown_as: str | None = None,
 ) -> None:
     """403 (and an audit entry) unless a rule grants `permission` on `item_type` items
-    of this project (None: an item without a project, which only unscoped rules reach)."""
+    of this project (None: an item without a project, which only unscoped rules reach).
+
+    `shown_as` names the project in the answer instead of its path: a caller
+    that gave a numeric id must not learn the path of a project it may not use.
+    """
     if not runtime.gatekeeper.allowed(caller, permission, item_type, project_path):
-        where = " without a project" if project_path is None else f" in project {project_path}"
+        shown = shown_as or project_path
+        where = " without a project" if shown is None else f" in project {shown}"
         _deny(runtime, caller, permission, item_type, where)
 
 

@@ -82,7 +82,7 @@ def submit(
     require(runtime, caller, "submit", MR_ITEM_TYPE)
     enforce_submission_rate(runtime, caller)
     project_path = resolve_project_path(runtime, MR_ITEM_TYPE, body.project)
-    require_on_project(runtime, caller, "submit", MR_ITEM_TYPE, project_path)
+    require_on_project(runtime, caller, "submit", MR_ITEM_TYPE, project_path, shown_as=body.project)
     submitter = Submitter(issuer=caller.issuer_key, identity=caller.identity)
     max_live_items = runtime.gatekeeper.limits.max_live_items_per_caller
 
