@@ -58,12 +58,15 @@ def test_project_cache_is_thread_safe(sim, client):
 def test_paths_with_subgroups_and_slashed_branches_are_percent_encoded(sim, client, project_id):
     sim.create_branch(project_id, "bot/deep/name")
     branch = client.branch(PROJECT, "bot/deep/name")
-    assert branch == BranchInfo(
-        name="bot/deep/name",
-        sha=sim.branch_head(project_id, "main"),
-        protected=False,
-        default=False,
+    main_head = sim.branch_head(project_id, "main")
+    assert isinstance(branch, BranchInfo)
+    assert (branch.name, branch.sha, branch.protected, branch.default) == (
+        "bot/deep/name",
+        main_head,
+        False,
+        False,
     )
+    assert branch.commit.sha == main_head
     [record] = sim.log.records("GET", "/projects/:id/repository/branches/:branch")
     assert (
         record.path == "/projects/acme%2Fplatform%2Fwidgets/repository/branches/bot%2Fdeep%2Fname"
@@ -75,6 +78,22 @@ def test_branch_missing_is_none_but_a_missing_project_raises(client):
     with pytest.raises(PermanentGitLabError) as caught:
         client.branch("acme/missing", "main")
     assert (caught.value.status, caught.value.message) == (404, "404 Project Not Found")
+
+
+def test_branch_head_commit_says_who_made_it(sim, client, project_id):
+    sim.push(project_id, "feature", {"a.txt": "a\n"}, message="Human work\n\nBody\n")
+    branch = client.branch(PROJECT, "feature")
+    assert branch is not None
+    assert branch.commit.message == "Human work\n\nBody\n"
+    assert branch.commit.title == "Human work"
+    assert branch.commit.author_email == branch.commit.committer_email == sim.human.email
+    made = client.commit(
+        PROJECT, branch="mine", start_branch="main", message="Ours", actions=bump()
+    )
+    ours = client.branch(PROJECT, "mine")
+    assert ours is not None
+    assert ours.commit == made
+    assert made.author_email == made.committer_email == sim.bot.email
 
 
 def test_default_branch_flag(client):

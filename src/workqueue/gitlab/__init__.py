@@ -2,7 +2,7 @@
 
     client = GitLabClient(url, token, timeout=30)
     project = client.project("acme/widgets")  # cached per client
-    client.commit("acme/widgets", branch="bot/x", start_branch="main", force=True,
+    client.commit("acme/widgets", branch="workqueue/x", start_branch="main", force=True,
                   message="...", actions=[{"action": "update", "file_path": "a", "content": "b"}])
 
 Failures are `RetryableGitLabError` (back off and try again) or
@@ -27,6 +27,7 @@ from workqueue.gitlab.models import (
     MergeRequestInfo,
     PipelineInfo,
     ProjectInfo,
+    UserInfo,
 )
 from workqueue.gitlab.transport import OnCall
 
@@ -47,6 +48,7 @@ __all__ = [
     "ProjectRef",
     "ResponseShapeError",
     "RetryableGitLabError",
+    "UserInfo",
     "classify",
     "retry_after_seconds",
 ]

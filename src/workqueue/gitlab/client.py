@@ -28,6 +28,7 @@ from workqueue.gitlab.models import (
     MergeRequestInfo,
     PipelineInfo,
     ProjectInfo,
+    UserInfo,
     parse_branch,
     parse_commit,
     parse_compare,
@@ -36,6 +37,7 @@ from workqueue.gitlab.models import (
     parse_note_id,
     parse_pipeline,
     parse_project,
+    parse_user,
 )
 from workqueue.gitlab.transport import OnCall, Transport
 
@@ -108,7 +110,8 @@ class GitLabClient:
         self._gl = gl
         self._transport = Transport(gl, timeout=timeout, secrets=(token,), on_call=on_call)
         self._projects: dict[str, ProjectInfo] = {}
-        self._projects_lock = threading.Lock()
+        self._cache_lock = threading.Lock()
+        self._user: UserInfo | None = None
 
     def __repr__(self) -> str:
         return f"GitLabClient(url={self._transport.url!r})"
@@ -130,6 +133,24 @@ class GitLabClient:
     ) -> None:
         self.close()
 
+    # -- the token's user --------------------------------------------------------------------
+
+    def current_user(self) -> UserInfo:
+        """The user the token acts as (`GET /user`), fetched once per client.
+
+        It is how the service tells its own commits and MRs from everyone
+        else's; a token does not change users, so the answer is kept.
+        """
+        with self._cache_lock:
+            cached = self._user
+        if cached is not None:
+            return cached
+        info = self._transport.get("user.get", "/user", parse_user)
+        with self._cache_lock:
+            if self._user is None:
+                self._user = info
+            return self._user
+
     # -- projects and branches -------------------------------------------------------------
 
     def project(self, project: ProjectRef) -> ProjectInfo:
@@ -139,12 +160,12 @@ class GitLabClient:
         both get an equal result.
         """
         key = str(project)
-        with self._projects_lock:
+        with self._cache_lock:
             cached = self._projects.get(key)
         if cached is not None:
             return cached
         info = self._transport.get("projects.get", f"/projects/{_enc(project)}", parse_project)
-        with self._projects_lock:
+        with self._cache_lock:
             return self._projects.setdefault(key, info)
 
     def branch(self, project: ProjectRef, name: str) -> BranchInfo | None:

@@ -35,19 +35,44 @@ class ProjectInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class BranchInfo:
-    name: str
+class CommitInfo:
+    """A commit. Who made it is in the author and committer emails (git's own fields)."""
+
     sha: str
-    protected: bool
-    default: bool
+    title: str
+    message: str
+    parent_ids: tuple[str, ...]
+    author_email: str
+    committer_email: str
+    web_url: str
 
 
 @dataclass(frozen=True, slots=True)
-class CommitInfo:
-    sha: str
-    title: str
-    parent_ids: tuple[str, ...]
-    web_url: str
+class BranchInfo:
+    name: str
+    sha: str  # = commit.sha
+    protected: bool
+    default: bool
+    commit: CommitInfo  # the head commit
+
+
+@dataclass(frozen=True, slots=True)
+class UserInfo:
+    """The user a token acts as (`GET /user`)."""
+
+    id: int
+    username: str
+    name: str
+    # `commit_email` is what GitLab writes as author and committer of API
+    # commits; `email` is the primary address. Either may be absent.
+    email: str | None
+    commit_email: str | None
+    bot: bool
+
+    @property
+    def commit_emails(self) -> frozenset[str]:
+        """The addresses this user's API commits may carry, lower-cased."""
+        return frozenset(e.casefold() for e in (self.email, self.commit_email) if e)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +86,10 @@ class MergeRequestInfo:
     sha: str | None  # head of the source branch as the MR last saw it
     source_branch: str
     target_branch: str
+    source_project_id: int  # differs from target_project_id for an MR from a fork
+    target_project_id: int
+    author_id: int
+    author_username: str
     title: str
     description: str
     labels: tuple[str, ...]
@@ -151,6 +180,10 @@ class _Fields:
             raise self._fail(key, "a boolean")
         return value
 
+    @property
+    def raw(self) -> Mapping[str, Any]:
+        return self._data
+
     def child(self, key: str) -> _Fields | None:
         value = self._data.get(key)
         if value is None:
@@ -189,27 +222,47 @@ def parse_branch(data: Any) -> BranchInfo:
     commit = fields.child("commit")
     if commit is None:
         raise ResponseShapeError("branch.commit: expected an object, got nothing")
+    head = parse_commit(commit.raw, "branch.commit")
     return BranchInfo(
         name=fields.text("name"),
-        sha=commit.text("id"),
+        sha=head.sha,
         protected=fields.flag("protected"),
         default=fields.flag("default"),
+        commit=head,
     )
 
 
-def parse_commit(data: Any) -> CommitInfo:
-    fields = _Fields(data, "commit")
+def parse_commit(data: Any, what: str = "commit") -> CommitInfo:
+    fields = _Fields(data, what)
     return CommitInfo(
         sha=fields.text("id"),
         title=fields.opt_text("title") or "",
+        message=fields.opt_text("message") or "",
         parent_ids=fields.texts("parent_ids"),
+        author_email=fields.opt_text("author_email") or "",
+        committer_email=fields.opt_text("committer_email") or "",
         web_url=fields.opt_text("web_url") or "",
+    )
+
+
+def parse_user(data: Any) -> UserInfo:
+    fields = _Fields(data, "user")
+    return UserInfo(
+        id=fields.integer("id"),
+        username=fields.text("username"),
+        name=fields.opt_text("name") or "",
+        email=fields.opt_text("email"),
+        commit_email=fields.opt_text("commit_email"),
+        bot=fields.flag("bot"),
     )
 
 
 def parse_merge_request(data: Any) -> MergeRequestInfo:
     fields = _Fields(data, "merge_request")
     pipeline = fields.child("head_pipeline")
+    author = fields.child("author")
+    if author is None:
+        raise ResponseShapeError("merge_request.author: expected an object, got nothing")
     # `draft` replaced `work_in_progress` (GitLab 14); read whichever is there.
     draft = fields.flag("draft", default=fields.flag("work_in_progress"))
     return MergeRequestInfo(
@@ -220,6 +273,10 @@ def parse_merge_request(data: Any) -> MergeRequestInfo:
         sha=fields.opt_text("sha"),
         source_branch=fields.text("source_branch"),
         target_branch=fields.text("target_branch"),
+        source_project_id=fields.integer("source_project_id"),
+        target_project_id=fields.integer("target_project_id"),
+        author_id=author.integer("id"),
+        author_username=author.text("username"),
         title=fields.text("title"),
         description=fields.opt_text("description") or "",
         labels=fields.texts("labels"),

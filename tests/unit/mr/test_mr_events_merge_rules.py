@@ -18,8 +18,12 @@ MERGEABLE = MergeRequestInfo(
     state="opened",
     draft=False,
     sha=HEAD,
-    source_branch="bot/x",
+    source_branch="workqueue/x",
     target_branch="main",
+    source_project_id=42,
+    target_project_id=42,
+    author_id=7,
+    author_username="workqueue-bot",
     title="t",
     description="",
     labels=(),
@@ -33,7 +37,7 @@ MERGEABLE = MergeRequestInfo(
 
 
 def item(**fields):
-    return MRWorkItem(**{"auto_merge": True, "mr_sha": HEAD, **fields})
+    return MRWorkItem(**{"auto_merge": True, "mr_sha": HEAD, "target_branch": "main", **fields})
 
 
 def test_mergeable_mr_with_a_green_pipeline_on_our_head_is_merged():
@@ -70,6 +74,11 @@ def test_mergeable_mr_with_a_green_pipeline_on_our_head_is_merged():
         ({}, {"head_pipeline_status": "running"}, False, "running"),
         ({}, {"head_pipeline_status": "failed"}, False, "failed"),
         ({}, {"head_pipeline_status": "skipped"}, False, "skipped"),
+        # Someone retargeted the MR: what was tested is not what would land.
+        ({}, {"target_branch": "release"}, False, "targets release, not main"),
+        ({"target_branch": "release"}, {}, False, "targets main, not release"),
+        # An MR from another project (a fork) is never the service's branch.
+        ({}, {"source_project_id": 99}, False, "from project 99"),
     ],
 )
 def test_reasons_not_to_merge(fields, changes, transient, why):

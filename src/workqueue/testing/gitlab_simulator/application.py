@@ -19,6 +19,7 @@ from workqueue.testing.gitlab_simulator import (
     handlers_merge_requests,
     handlers_notes,
     handlers_repository,
+    handlers_users,
 )
 from workqueue.testing.gitlab_simulator.errors import ApiError, unauthorized
 from workqueue.testing.gitlab_simulator.faults import (
@@ -53,7 +54,13 @@ class Application:
     def __init__(self, state: SimulatorState) -> None:
         self.state = state
         self.router = Router()
-        for module in (handlers_repository, handlers_merge_requests, handlers_notes, handlers_ci):
+        for module in (
+            handlers_repository,
+            handlers_merge_requests,
+            handlers_notes,
+            handlers_ci,
+            handlers_users,
+        ):
             module.register(self.router)
         self.faults = FaultInjector(set(self.router.templates))
         self.log = RequestLog()

@@ -85,6 +85,16 @@ def _merge_blockers(item: MRWorkItem, merge_request: MergeRequestInfo) -> Iterat
     head = merge_request.sha
     if not item.auto_merge:
         yield MergeBlocker("auto_merge is off for this item")
+    if merge_request.target_branch != item.target_branch:
+        # Someone retargeted the MR: merging would land the change elsewhere.
+        yield MergeBlocker(
+            f"the MR targets {merge_request.target_branch}, not {item.target_branch}"
+        )
+    if merge_request.source_project_id != merge_request.target_project_id:
+        yield MergeBlocker(
+            f"the MR is from project {merge_request.source_project_id}, not from "
+            f"{merge_request.target_project_id} where the service pushed"
+        )
     if merge_request.state == "locked":
         yield MergeBlocker("GitLab is merging the MR (state locked)", transient=True)
     if merge_request.draft:
