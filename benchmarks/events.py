@@ -188,7 +188,7 @@ def run(url: URL, rates: list[int], seconds: float, items: int) -> dict[str, Any
 def submission(n: int) -> dict[str, Any]:
     return {
         "project": PROJECT,
-        "source_branch": f"bot/b{n}",
+        "source_branch": f"workqueue/b{n}",
         "title": "t",
         "commit_message": "m",
         "file_actions": [{"action": "update", "file_path": "version.txt", "content": f"{n + 1}\n"}],

@@ -10,7 +10,7 @@ from mr_harness import PROJECT
 
 SUBMIT = {
     "project": PROJECT,
-    "source_branch": "bot/sync-kernel",
+    "source_branch": "workqueue/sync-kernel",
     "title": "Sync kernel sources",
     "commit_message": "Sync sources from upstream",
     "labels": ["bot"],
@@ -29,7 +29,7 @@ def test_submit_creates_then_reports_unchanged_then_updated(client):
     assert body["outcome"] == "created"
     assert body["item_type"] == "mr"
     assert body["caller_identity"] == "dev-user"
-    assert body["idempotency_key"] == f"mr:{PROJECT}:bot/sync-kernel:1"
+    assert body["idempotency_key"] == f"mr:{PROJECT}:workqueue/sync-kernel:1"
     assert body["details"]["project"] == PROJECT
     assert body["details"]["content_hash"].startswith("sha256:")
     for field in (
@@ -116,14 +116,17 @@ def test_lists_filter_and_page_with_an_opaque_cursor(client):
     for n in range(5):
         assert (
             submit(
-                client, source_branch=f"bot/b{n}", package="kernel" if n % 2 else "glibc"
+                client, source_branch=f"workqueue/b{n}", package="kernel" if n % 2 else "glibc"
             ).status_code
             == 201
         )
     first_response = client.get("/api/work-items/mr", params={"limit": 2})
     assert first_response.status_code == 200, first_response.text
     first = first_response.json()
-    assert [item["details"]["source_branch"] for item in first["items"]] == ["bot/b4", "bot/b3"]
+    assert [item["details"]["source_branch"] for item in first["items"]] == [
+        "workqueue/b4",
+        "workqueue/b3",
+    ]
     second = client.get(
         "/api/work-items/mr", params={"limit": 2, "cursor": first["next_cursor"]}
     ).json()
@@ -131,13 +134,16 @@ def test_lists_filter_and_page_with_an_opaque_cursor(client):
         "/api/work-items/mr", params={"limit": 2, "cursor": second["next_cursor"]}
     ).json()
     assert [item["details"]["source_branch"] for item in second["items"] + third["items"]] == [
-        "bot/b2",
-        "bot/b1",
-        "bot/b0",
+        "workqueue/b2",
+        "workqueue/b1",
+        "workqueue/b0",
     ]
     assert third["next_cursor"] is None
     kernel = client.get("/api/work-items/mr", params={"package": "kernel"}).json()["items"]
-    assert sorted(item["details"]["source_branch"] for item in kernel) == ["bot/b1", "bot/b3"]
+    assert sorted(item["details"]["source_branch"] for item in kernel) == [
+        "workqueue/b1",
+        "workqueue/b3",
+    ]
     assert client.get("/api/work-items", params={"item_type": "mr", "phase": "failed"}).json() == {
         "items": [],
         "next_cursor": None,
@@ -199,14 +205,14 @@ def _wait_for_mr(client, item_id):
 
 def test_cancel_leaves_the_mr_open_unless_asked_to_close_it(client, simulator):
     kept = submit(client).json()["id"]
-    closed = submit(client, source_branch="bot/other").json()["id"]
+    closed = submit(client, source_branch="workqueue/other").json()["id"]
     _wait_for_mr(client, kept)
     _wait_for_mr(client, closed)
     assert client.post(f"/api/work-items/{kept}/cancel").status_code == 200
     answer = client.post(f"/api/work-items/{closed}/cancel", json={"close_mr": True})
     assert (answer.status_code, answer.json()["phase"]) == (200, "cancelled")
     states = {mr["source_branch"]: mr["state"] for mr in simulator.merge_requests(PROJECT)}
-    assert states == {"bot/sync-kernel": "opened", "bot/other": "closed"}
+    assert states == {"workqueue/sync-kernel": "opened", "workqueue/other": "closed"}
     iid = client.get(f"/api/work-items/{closed}").json()["details"]["mr_iid"]
     assert any("cancelled" in note["body"] for note in simulator.notes(PROJECT, iid))
 

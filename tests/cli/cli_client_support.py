@@ -138,7 +138,7 @@ def finish(process: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
 
 
 def branch() -> str:
-    return f"bot/cli-{uuid.uuid4().hex[:10]}"
+    return f"workqueue/cli-{uuid.uuid4().hex[:10]}"
 
 
 def submit_body(**overrides: Any) -> dict[str, Any]:

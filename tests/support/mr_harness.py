@@ -35,7 +35,7 @@ def mr_registry(simulator: GitLabSimulator, **section: Any) -> TypeRegistry:
 def body(**overrides: Any) -> MRWorkItemCreate:
     fields: dict[str, Any] = {
         "project": PROJECT,
-        "source_branch": "bot/sync-kernel",
+        "source_branch": "workqueue/sync-kernel",
         "title": "Sync kernel sources",
         "description": "Automated sync",
         "commit_message": "Sync sources from upstream",

@@ -12,7 +12,7 @@ from webhook_support import WebhookApp, webhook_app
 from workqueue.testing.gitlab_simulator import GitLabSimulator, JobSpec
 
 PROJECT_PATH = "acme/widgets"
-BOT_BRANCH = "bot/sync-kernel"
+BOT_BRANCH = "workqueue/sync-kernel"
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 SUBMIT = {
     "project": PROJECT,
-    "source_branch": "bot/sync-kernel",
+    "source_branch": "workqueue/sync-kernel",
     "title": "Sync kernel sources",
     "commit_message": "Sync sources from upstream",
     "file_actions": [{"action": "update", "file_path": "kernel.spec", "content": "Version: 2\n"}],

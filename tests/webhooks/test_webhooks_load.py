@@ -102,7 +102,7 @@ def build_world(simulator, sessions, registry, world):
     project = world.project_id
     hooks: list[tuple[uuid.UUID, dict]] = []  # (the item it concerns, payload)
     for n in range(ITEMS):
-        branch = f"bot/load-{n}"
+        branch = f"workqueue/load-{n}"
         sha = simulator.push(project, branch, {f"f{n}.txt": f"{n}\n"}, user="workqueue-bot")
         iid = simulator.create_merge_request(project, branch, f"Load {n}", user="workqueue-bot")
         pipeline = simulator.create_pipeline(

@@ -250,11 +250,15 @@ def test_a_push_to_the_target_branch_reaches_every_item_targeting_it(
 ):
     registry = service.runtime.registry
     targeting = [
-        make_item(sessions, registry, project=world.project_path, source_branch=f"bot/{n}")
+        make_item(sessions, registry, project=world.project_path, source_branch=f"workqueue/{n}")
         for n in range(3)
     ]
     make_item(
-        sessions, registry, project=world.project_path, source_branch="bot/x", target_branch="rel"
+        sessions,
+        registry,
+        project=world.project_path,
+        source_branch="workqueue/x",
+        target_branch="rel",
     )
     before = simulator.branch_head(world.project_id, "main")
     after = simulator.push(world.project_id, "main", {"other.txt": "landed\n"})

@@ -1,7 +1,7 @@
 """MR resolvers: which active items each GitLab hook kind reaches (payloads captured from GitLab).
 
 The fixtures (tests/simulator/fixtures/hook_*.json) share project 42 `acme/widgets`,
-MR !7 from `bot/bump-requests` into `main`, pipeline 5511 and head sha `c3e5…9a1`.
+MR !7 from `workqueue/bump-requests` into `main`, pipeline 5511 and head sha `c3e5…9a1`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from workqueue.types.mr.resolvers import MR_RESOLVERS, register_mr_resolvers
 FIXTURES = Path(__file__).resolve().parents[1] / "simulator" / "fixtures"
 SHA = "c3e5a7b9d1f3e5a7c9b1d3f5e7a9c1b3d5f7e9a1"
 OLD_SHA = "8a2d4c6e0f1b3d5f7a9c1e3b5d7f9a1c3e5b7d9f"
-BRANCH = "bot/bump-requests"
+BRANCH = "workqueue/bump-requests"
 
 # The item as GitLab knows it; cases override single columns.
 BOT_MR = {
@@ -58,7 +58,7 @@ def unrelated(**columns):
     """An item sharing nothing with the fixtures except what `columns` set."""
     return {
         "project": "acme/widgets",
-        "source_branch": "bot/other",
+        "source_branch": "workqueue/other",
         "target_branch": "release",
         "mr_iid": 99,
         "mr_sha": "f" * 40,
@@ -225,14 +225,16 @@ def test_items_that_are_not_active_are_never_resolved(sessions, registry, kind, 
 
 def test_a_push_to_a_target_branch_resolves_every_item_targeting_it(sessions, registry):
     targeting = {
-        make_item(sessions, registry, **unrelated(source_branch=f"bot/{n}", target_branch="main"))
+        make_item(
+            sessions, registry, **unrelated(source_branch=f"workqueue/{n}", target_branch="main")
+        )
         for n in range(4)
     }
-    make_item(sessions, registry, **unrelated(source_branch="bot/r", target_branch="release"))
+    make_item(sessions, registry, **unrelated(source_branch="workqueue/r", target_branch="release"))
     make_item(
         sessions,
         registry,
-        **unrelated(project="acme/x", source_branch="bot/o", target_branch="main"),
+        **unrelated(project="acme/x", source_branch="workqueue/o", target_branch="main"),
     )
     payload = hook("push")
     payload["ref"] = "refs/heads/main"
@@ -241,9 +243,9 @@ def test_a_push_to_a_target_branch_resolves_every_item_targeting_it(sessions, re
 
 
 def test_items_of_both_project_forms_are_resolved_together(sessions, registry):
-    by_path = make_item(sessions, registry, **unrelated(source_branch="bot/a", mr_sha=SHA))
+    by_path = make_item(sessions, registry, **unrelated(source_branch="workqueue/a", mr_sha=SHA))
     by_id = make_item(
-        sessions, registry, **unrelated(project="42", source_branch="bot/b", mr_sha=SHA)
+        sessions, registry, **unrelated(project="42", source_branch="workqueue/b", mr_sha=SHA)
     )
 
     assert set(resolve(sessions, "pipeline", hook("pipeline"))) == {by_path, by_id}

@@ -71,7 +71,7 @@ class Scene:
     manager: ProcessingManager
     registry: TypeRegistry
 
-    def new_item(self, branch: str = "bot/sync-kernel") -> tuple[uuid.UUID, int]:
+    def new_item(self, branch: str = "workqueue/sync-kernel") -> tuple[uuid.UUID, int]:
         """An item with its MR open (through ensure_mr); returns (item id, MR iid)."""
         result = submit(self.sessions, self.registry, body(source_branch=branch))
         self.manager.notify(result.item.id)
@@ -231,7 +231,7 @@ def test_a_job_on_an_old_sha_is_not_retried(scene_factory, sessions, simulator):
     with scene_factory() as (scene, _):
         item_id, iid = scene.new_item()
         pipeline_id = scene.failed_pipeline(item_id, iid, failed())
-        simulator.push(PROJECT, "bot/sync-kernel", {"human.txt": "a human's fix\n"})
+        simulator.push(PROJECT, "workqueue/sync-kernel", {"human.txt": "a human's fix\n"})
         assert (
             simulator.merge_request(PROJECT, iid)["sha"] != simulator.pipeline(pipeline_id)["sha"]
         )
@@ -378,7 +378,7 @@ def test_circuit_breaker_pauses_retries_across_items_and_resumes(
         scene,
         herder,
     ):
-        items = [scene.new_item(f"bot/branch-{n}") for n in range(3)]
+        items = [scene.new_item(f"workqueue/branch-{n}") for n in range(3)]
         pipelines = {
             item_id: scene.failed_pipeline(item_id, iid, failed()) for item_id, iid in items
         }

@@ -46,16 +46,16 @@ def test_submission_becomes_one_commit_on_the_branch_and_an_mr(sessions, registr
     assert merge_request["title"] == "Sync kernel sources"
     assert merge_request["description"] == "Automated sync"
     assert sorted(merge_request["labels"]) == ["bot", "sync"]
-    assert merge_request["source_branch"] == "bot/sync-kernel"
+    assert merge_request["source_branch"] == "workqueue/sync-kernel"
     assert merge_request["target_branch"] == "main"
     assert merge_request["force_remove_source_branch"] is True
 
     main = simulator.branch_head(PROJECT, "main")
-    commits = simulator.log_commits(PROJECT, "bot/sync-kernel", exclude="main")
+    commits = simulator.log_commits(PROJECT, "workqueue/sync-kernel", exclude="main")
     assert len(commits) == 1
-    assert commits[0].id == mr_row.mr_sha == simulator.branch_head(PROJECT, "bot/sync-kernel")
+    assert commits[0].id == mr_row.mr_sha == simulator.branch_head(PROJECT, "workqueue/sync-kernel")
     assert commits[0].parent_ids == (main,)
-    assert simulator.files(PROJECT, "bot/sync-kernel") == {
+    assert simulator.files(PROJECT, "workqueue/sync-kernel") == {
         "README.md": b"# project\n",
         "kernel.spec": b"Version: 2\n",
         "patches/keep.patch": b"--- a\n+++ b\n",
@@ -96,8 +96,8 @@ def test_changed_resubmission_replaces_the_branch_content_and_keeps_the_mr(
     assert merge_request["iid"] == detail(sessions, first.item.id).mr_iid
     assert merge_request["title"] == "Sync kernel sources v3"
     # Exactly the new content on top of main: the v2 commit and patches/new.patch are gone.
-    assert len(simulator.log_commits(PROJECT, "bot/sync-kernel", exclude="main")) == 1
-    assert simulator.files(PROJECT, "bot/sync-kernel") == {
+    assert len(simulator.log_commits(PROJECT, "workqueue/sync-kernel", exclude="main")) == 1
+    assert simulator.files(PROJECT, "workqueue/sync-kernel") == {
         "README.md": b"# project\n",
         "kernel.spec": b"Version: 3\n",
         "patches/keep.patch": b"--- a\n+++ b\n",
@@ -177,7 +177,7 @@ def test_empty_diff_completes_without_leaving_an_mr_or_branch(sessions, registry
     assert row.phase == Phase.COMPLETED
     assert mr_row.completion_reason == "empty_diff"
     assert simulator.merge_requests(PROJECT, state="opened") == []
-    assert simulator.branch_head(PROJECT, "bot/sync-kernel") is None
+    assert simulator.branch_head(PROJECT, "workqueue/sync-kernel") is None
 
 
 def test_mr_that_became_empty_on_resubmission_is_closed_with_a_note(sessions, registry, simulator):
@@ -194,4 +194,4 @@ def test_mr_that_became_empty_on_resubmission_is_closed_with_a_note(sessions, re
     (closed,) = simulator.merge_requests(PROJECT)
     assert (closed["iid"], closed["state"]) == (iid, "closed")
     assert any("already contains" in note["body"] for note in simulator.notes(PROJECT, iid))
-    assert simulator.branch_head(PROJECT, "bot/sync-kernel") is None
+    assert simulator.branch_head(PROJECT, "workqueue/sync-kernel") is None

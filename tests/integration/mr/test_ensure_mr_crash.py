@@ -24,8 +24,8 @@ def test_sigkill_after_commit_before_mr_yields_exactly_one_mr(database_url, sess
     try:
         simulator.create_project(PROJECT, FILES)
         registry = mr_registry(simulator)
-        # The child stalls on the open-MR lookup that follows its commit.
-        simulator.inject_fault("GET", "/projects/:id/merge_requests", status=None, latency=4)
+        # The child stalls on the compare that follows its commit.
+        simulator.inject_fault("GET", "/projects/:id/repository/compare", status=None, latency=4)
         result = submit(sessions, registry, body())
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SUPPORT), *sys.path])}
         child = subprocess.Popen(
@@ -50,14 +50,20 @@ def test_sigkill_after_commit_before_mr_yields_exactly_one_mr(database_url, sess
                 child.kill()
                 child.wait()
         assert simulator.merge_requests(PROJECT) == []
+        # The commit is on the branch but its sha was never recorded.
+        unrecorded = simulator.branch_head(PROJECT, "workqueue/sync-kernel")
+        assert unrecorded is not None
 
         with running_manager(sessions, registry, fast_config(), handled_types=["mr"]):
             wait_until(lambda: settled(sessions), timeout=30, what="recovery")
         (merge_request,) = simulator.merge_requests(PROJECT)
         assert merge_request["state"] == "opened"
-        assert len(simulator.log_commits(PROJECT, "bot/sync-kernel", exclude="main")) == 1
+        assert len(simulator.log_commits(PROJECT, "workqueue/sync-kernel", exclude="main")) == 1
         row = item_row(sessions, result.item.id)
-        assert (row.actionable, row.attempts, row.error) == (False, 0, None)
+        assert (row.phase, row.actionable, row.attempts, row.error) == ("active", False, 0, None)
+        # Its own stamped commit was recognised and replaced, not taken for a person's.
+        assert simulator.branch_head(PROJECT, "workqueue/sync-kernel") != unrecorded
+        assert simulator.request_count("POST", "/projects/:id/repository/commits") == 2
     finally:
         simulator.stop()
     assert simulator.errors == []

@@ -8,7 +8,6 @@ from harness import wait_until
 from mr_harness import PROJECT
 from test_mr_lifecycle_support import (
     BRANCH,
-    COMMITS_ROUTE,
     COMPARE_ROUTE,
     MR_CONTENT,
     gitlab,
@@ -87,7 +86,7 @@ def test_older_foreign_head_event_does_not_replace_a_newer_one(sessions):
 def test_events_for_completed_and_cancelled_items_are_ignored(sessions):
     with gitlab() as simulator, lifecycle(sessions, simulator) as world:
         merged_id, merged_iid = world.open_mr()
-        closed_id, closed_iid = world.open_mr(source_branch="bot/other")
+        closed_id, closed_iid = world.open_mr(source_branch="workqueue/other")
         simulator.merge(PROJECT, merged_iid)
         world.send(merged_id, world.mr_hook(merged_iid, "merge"))
         world.wait_phase(merged_id, Phase.COMPLETED)
@@ -137,15 +136,15 @@ def test_foreign_push_is_never_force_pushed_over_or_merged(sessions):
         assert world.merge_calls() == []
         assert simulator.merge_request(PROJECT, iid)["state"] == "opened"
 
-        # ensure_mr runs again (as after a failure): it leaves their commit alone.
+        # ensure_mr runs again (as after a failure): it pushes nothing over their
+        # commit and fails the item, naming it.
         simulator.reset_requests()
         world.set_dimension(item_id, "needs_mr", DimensionStatus.TRUE)
-        world.wait_settled()
-        assert simulator.request_count("POST", COMMITS_ROUTE) == 0
+        row = world.wait_phase(item_id, Phase.FAILED)
+        assert simulator.log.writes() == []
         assert simulator.branch_head(PROJECT, BRANCH) == theirs
-        assert world.dimensions(item_id)[("needs_mr", "")].status == "false"
-        row = world.item(item_id)
-        assert (row.phase, row.attempts, row.error) == (Phase.ACTIVE, 0, None)
+        assert theirs in row.error
+        assert world.detail(item_id).foreign_head_sha == theirs
 
 
 def test_our_own_push_events_are_not_taken_for_someone_elses(sessions):

@@ -35,7 +35,7 @@ from workqueue.types.mr.executors import MRExecutors
 from workqueue.types.mr.models import MRDimension
 from workqueue.types.mr.reconcile import MRReconciler
 
-BRANCH = "bot/sync-kernel"
+BRANCH = "workqueue/sync-kernel"
 # What body() changes on top of FILES: pushing exactly this to main empties the MR.
 MR_CONTENT = {"kernel.spec": "Version: 2\n", "patches/new.patch": "+fix\n"}
 MERGE_ROUTE = "/projects/:id/merge_requests/:merge_request_iid/merge"

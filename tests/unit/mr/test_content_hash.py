@@ -13,7 +13,7 @@ from workqueue.types.mr.schemas import MRWorkItemCreate
 
 BASE: dict[str, object] = {
     "project": "group/project",
-    "source_branch": "bot/sync",
+    "source_branch": "workqueue/sync",
     "target_branch": "main",
     "title": "Sync",
     "description": "desc",
@@ -160,7 +160,7 @@ def test_covered_changes_change_the_hash(override):
 
 NO_CHANGES = [
     ("project", {"project": "123"}),
-    ("source_branch", {"source_branch": "bot/other"}),
+    ("source_branch", {"source_branch": "workqueue/other"}),
     ("package", {"package": None}),
     ("change_kind", {"change_kind": "bump"}),
     ("labels reordered", {"labels": ["sync", "bot"]}),

@@ -49,6 +49,7 @@ def test_default_values():
     assert config.max_branch_bytes == 255
     assert config.max_path_bytes == 4096
     assert config.max_label_chars == 255
+    assert config.source_branch_prefix == "workqueue/"
     (rule,) = config.ci_retry.rules
     assert rule.name == "infrastructure"
     assert rule.failure_reason == [
@@ -198,3 +199,32 @@ def test_rule_names_must_be_unique():
         CIRetryConfig.model_validate(
             {"rules": [{**RULE, "name": "a"}, {**RULE, "name": "b"}, {**RULE, "name": "a"}]}
         )
+
+
+# --- source_branch_prefix -------------------------------------------------------
+
+
+@pytest.mark.parametrize("prefix", ["workqueue/", "bots/sync-", "wq.", "a/b/"])
+def test_source_branch_prefix_accepts_branch_name_beginnings(prefix):
+    assert MRTypeConfig(source_branch_prefix=prefix).source_branch_prefix == prefix
+
+
+@pytest.mark.parametrize(
+    "prefix", ["-x/", "/x", "a//", "a b/", "a..b/", ".hidden/", "x.lock/", "a~/", "a\x00/"]
+)
+def test_source_branch_prefix_that_no_branch_can_start_with_is_refused(prefix):
+    with pytest.raises(ValidationError, match="source_branch_prefix"):
+        MRTypeConfig(source_branch_prefix=prefix)
+
+
+def test_empty_source_branch_prefix_is_an_explicit_opt_out_with_a_warning(caplog):
+    with caplog.at_level("WARNING", logger="workqueue.types.mr.config"):
+        config = MRTypeConfig.model_validate({"source_branch_prefix": ""})
+    assert config.source_branch_prefix == ""
+    assert "source_branch_prefix is empty" in caplog.text
+
+
+def test_default_source_branch_prefix_warns_nothing(caplog):
+    with caplog.at_level("WARNING", logger="workqueue.types.mr.config"):
+        MRTypeConfig()
+    assert caplog.text == ""

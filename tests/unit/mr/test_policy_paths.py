@@ -25,7 +25,7 @@ DEFAULT = MRTypeConfig()
 def _submission(actions: list[dict[str, object]], **overrides: object) -> MRWorkItemCreate:
     body: dict[str, object] = {
         "project": "group/project",
-        "source_branch": "bot/sync",
+        "source_branch": "workqueue/sync",
         "target_branch": "main",
         "title": "Sync",
         "commit_message": "Sync sources",

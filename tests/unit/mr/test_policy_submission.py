@@ -22,7 +22,7 @@ DEFAULT = MRTypeConfig()
 def _body(**overrides: object) -> dict[str, object]:
     body: dict[str, object] = {
         "project": "group/project",
-        "source_branch": "bot/sync",
+        "source_branch": "workqueue/sync",
         "target_branch": "main",
         "title": "Sync kernel sources",
         "description": "From upstream.\n\nDetails follow.",
@@ -65,7 +65,7 @@ def test_the_api_md_example_is_accepted():
 def test_minimal_submission_is_accepted():
     body = {
         "project": "42",
-        "source_branch": "bot/x",
+        "source_branch": "workqueue/x",
         "title": "t",
         "commit_message": "m",
         "file_actions": [{"action": "delete", "file_path": "a"}],
@@ -191,25 +191,28 @@ def test_target_branch_may_be_omitted():
 
 
 def test_source_branch_must_differ_from_target_branch():
-    assert _check(source_branch="main", target_branch="main") == [
+    assert _check(source_branch="workqueue/x", target_branch="workqueue/x") == [
         (("body", "source_branch"), "same_branch")
     ]
 
 
 def test_branches_differing_only_in_case_are_different():
-    assert _check(source_branch="Main", target_branch="main") == []
+    assert _check(source_branch="workqueue/Main", target_branch="workqueue/main") == []
 
 
 @pytest.mark.parametrize("field", ["source_branch", "target_branch"])
 def test_branch_length_counts_utf8_bytes(field):
-    config = MRTypeConfig(max_branch_bytes=10)
-    assert _check(config, **{field: "é" * 5}) == []
-    assert _check(config, **{field: "é" * 5 + "x"}) == [(("body", field), "too_long")]
+    config = MRTypeConfig(max_branch_bytes=10, source_branch_prefix="")
+    short = {"source_branch": "s", "target_branch": "t"}
+    assert _check(config, **{**short, field: "é" * 5}) == []
+    assert _check(config, **{**short, field: "é" * 5 + "x"}) == [(("body", field), "too_long")]
 
 
 def test_default_branch_limit():
-    assert _check(source_branch="b" * 255) == []
-    assert _check(source_branch="b" * 256) == [(("body", "source_branch"), "too_long")]
+    assert _check(source_branch="workqueue/" + "b" * 245) == []
+    assert _check(source_branch="workqueue/" + "b" * 246) == [
+        (("body", "source_branch"), "too_long")
+    ]
 
 
 # --- action count ------------------------------------------------------------

@@ -18,7 +18,7 @@ from workqueue.types.mr.schemas import (
 
 API_MD_EXAMPLE = {
     "project": "group/sub/project",
-    "source_branch": "bot/sync-kernel",
+    "source_branch": "workqueue/sync-kernel",
     "target_branch": "main",
     "title": "Sync kernel sources",
     "description": "optional MR description",
@@ -43,7 +43,7 @@ API_MD_EXAMPLE = {
 
 MINIMAL = {
     "project": "42",
-    "source_branch": "bot/x",
+    "source_branch": "workqueue/x",
     "title": "t",
     "commit_message": "m",
     "file_actions": [{"action": "delete", "file_path": "a"}],

@@ -6,13 +6,18 @@ instead of silently keeping its default.
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Annotated
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from workqueue.types.mr.paths import check_glob
+from workqueue.types.mr.paths import branch_problem, check_glob
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SOURCE_BRANCH_PREFIX = "workqueue/"
 
 DEFAULT_PATH_BLOCKLIST: tuple[str, ...] = (
     ".gitlab-ci.yml",
@@ -190,6 +195,11 @@ class MRTypeConfig(BaseModel):
     max_label_chars: int = Field(
         255, ge=1, description="length of one label in characters (GitLab's own limit is 255)"
     )
+    source_branch_prefix: str = Field(
+        DEFAULT_SOURCE_BRANCH_PREFIX,
+        description="every source_branch must start with it (and be longer); the service "
+        "force-pushes its branches, so they live apart from people's. '' opts out (warned)",
+    )
     ci_retry: CIRetryConfig = Field(default_factory=CIRetryConfig)
 
     @field_validator("gitlab_url")
@@ -208,6 +218,25 @@ class MRTypeConfig(BaseModel):
     def _check_blocklist(cls, value: list[str]) -> list[str]:
         for pattern in value:
             check_glob(pattern)
+        return value
+
+    @field_validator("source_branch_prefix")
+    @classmethod
+    def _check_prefix(cls, value: str) -> str:
+        if not value:
+            # Allowed as a deliberate opt-out: the branch-head and MR-author
+            # checks still protect people's branches, the namespace does not.
+            logger.warning(
+                "handled_types.mr.source_branch_prefix is empty: callers may name any "
+                "branch as their source branch"
+            )
+            return value
+        # A prefix no branch name can start with would refuse every submission.
+        problem = branch_problem(f"{value}x")
+        if problem is not None:
+            raise ValueError(
+                f"source_branch_prefix {value!r} cannot start a branch name: {problem}"
+            )
         return value
 
     @model_validator(mode="after")

@@ -8,19 +8,28 @@ DDR-14); nothing here retries on its own.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any, cast
 
+import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from workqueue.gitlab.client import GitLabClient
-from workqueue.gitlab.models import MergeRequestInfo
+from workqueue.gitlab.models import BranchInfo, MergeRequestInfo, ProjectInfo
 from workqueue.queue import repository
 from workqueue.queue.context import ExecutionContext
 from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.errors import PermanentError
 from workqueue.queue.models import DimensionStatus, Phase, WorkItem
+from workqueue.types.mr.authorship import (
+    BranchMRs,
+    is_own_head,
+    sort_open_mrs,
+    stamp,
+    stamped_item,
+)
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.models import CompletionReason, MRDimension, MRWorkItem
 
@@ -45,41 +54,45 @@ class MRExecutors:
         """Bring the bot branch and its MR to exactly the submitted content.
 
         The branch is rebuilt as ONE commit on top of the target branch
-        (`start_branch` + `force`), so it never accumulates old attempts. An
-        open MR for the branch is reused: a crash between the commit and the
-        MR creation must not produce a second MR.
+        (`start_branch` + `force`), so it never accumulates old attempts. Its
+        message is the caller's, stamped with the item's trailer (see
+        `authorship`). An open MR of the service's for the branch is reused: a
+        crash between the commit and the MR creation must not produce a second MR.
 
-        While `foreign_head_sha` is set (someone else pushed to the bot branch,
-        see `events.is_foreign_push`) the branch is left alone: force-pushing
-        would throw their commits away. A resubmission clears it.
+        Nothing is written to GitLab unless it is safe:
+
+        * the source branch must be neither the target nor the project's
+          default branch (permanent failure);
+        * the branch must not exist, or its head must be the service's own
+          commit for this item. Otherwise the foreign head is recorded in
+          `foreign_head_sha` and the item fails naming it; a resubmission or a
+          retry looks again and fails again while it is there. The record is
+          cleared once the head is the service's again or the branch is gone;
+        * no open MR from the branch may be someone else's (permanent failure):
+          the service never edits, merges or closes a person's MR.
+
+        GitLab's commit API cannot make the force-push conditional on the head
+        just read, so a push landing in the milliseconds between that read and
+        the commit would still be replaced; the push hook then records it.
 
         Afterwards `reconcile_mr` is due at once (look at the new head) and the
         periodic empty-diff check one interval from now (this run just checked).
         """
         item = cast("MRWorkItem", context.item)
         gitlab = self._gitlab
-        if item.foreign_head_sha is not None:
-            context.set_dimension(MRDimension.NEEDS_MR, DimensionStatus.FALSE)
-            context.audit(
-                "mr_branch_foreign",
-                reason="the bot branch has commits the service did not push; "
-                "not force-pushing over them until the item is resubmitted",
-                foreign_head_sha=item.foreign_head_sha,
-                branch=item.source_branch,
-            )
+        project = gitlab.project(item.project)
+        target = _checked_target(item, project)
+        if not self._branch_is_ours(context, item):
+            # The foreign head is recorded in this step; needs_mr stays raised,
+            # so the next step fails the item through the engine (PermanentError).
             return
-        if item.target_branch is None:
-            project = gitlab.project(item.project)
-            if project.default_branch is None:
-                raise PermanentError(f"project {item.project} has an empty repository")
-            item.target_branch = project.default_branch
-        target = item.target_branch
+        branch_mrs = self._branch_mrs(item, project, target)
 
         commit = gitlab.commit(
             item.project,
             branch=item.source_branch,
             start_branch=target,
-            message=item.commit_message,
+            message=stamp(item.commit_message, item.id),
             actions=item.file_actions,
             force=True,
         )
@@ -88,13 +101,12 @@ class MRExecutors:
             item.head_pipeline_id = item.head_pipeline_sha = item.head_pipeline_status = None
         item.mr_sha = commit.sha
 
-        open_mrs = gitlab.open_merge_requests(item.project, item.source_branch, target)
         if not gitlab.compare(item.project, target, item.source_branch).differs:
-            finish_empty(gitlab, context, item, [mr.iid for mr in open_mrs])
+            finish_empty(gitlab, context, item, [mr.iid for mr in branch_mrs.own])
             return
 
-        if open_mrs:
-            merge_request = self._sync_metadata(item, open_mrs[0])
+        if branch_mrs.own:
+            merge_request = self._sync_metadata(item, branch_mrs.own[0])
         else:
             merge_request = gitlab.create_merge_request(
                 item.project,
@@ -112,6 +124,65 @@ class MRExecutors:
         context.set_dimension(MRDimension.NEEDS_RECONCILE, DimensionStatus.TRUE)
         context.defer(MRDimension.NEEDS_EMPTY_CHECK, self._empty_check_interval)
         context.audit("mr_ensured", mr_iid=merge_request.iid, sha=commit.sha)
+
+    def _branch_is_ours(self, context: ExecutionContext, item: MRWorkItem) -> bool:
+        """True: the service may push (no branch, or its own head). False: a foreign
+        head was just recorded. Raises when the recorded foreign head is still there."""
+        head = self._gitlab.branch(item.project, item.source_branch)
+        if head is None or head.sha == item.mr_sha or self._stamped_by_us(context, item, head):
+            if item.foreign_head_sha is not None:
+                context.audit(
+                    "mr_branch_reclaimed",
+                    reason="the bot branch is gone or holds the service's commit again",
+                    foreign_head_sha=item.foreign_head_sha,
+                    branch=item.source_branch,
+                )
+                item.foreign_head_sha = None
+            return True
+        if item.foreign_head_sha != head.sha:
+            item.foreign_head_sha = head.sha
+            context.audit(
+                "mr_branch_foreign",
+                reason="the bot branch has commits the service did not make; not pushing",
+                foreign_head_sha=head.sha,
+                branch=item.source_branch,
+            )
+            return False
+        raise PermanentError(
+            f"branch {item.source_branch} has commits the service did not make (head "
+            f"{head.sha}, by {head.commit.committer_email or 'unknown'}); nothing was pushed "
+            "over them. Delete the branch or move it back to the service's commit, then "
+            "retry or resubmit"
+        )
+
+    def _stamped_by_us(self, context: ExecutionContext, item: MRWorkItem, head: BranchInfo) -> bool:
+        # Only asked when the head is not the recorded push (a crash lost the
+        # record, or it is someone else's): the lookups stay off the common path.
+        if stamped_item(head.commit.message) is None:
+            return False
+        return is_own_head(
+            head.commit,
+            last_pushed=item.mr_sha,
+            item_ids=_generation_ids(context.session, item),
+            service_user=self._gitlab.current_user(),
+        )
+
+    def _branch_mrs(self, item: MRWorkItem, project: ProjectInfo, target: str) -> BranchMRs:
+        """The open MRs of the branch; raises when one of them is someone else's."""
+        branch_mrs = sort_open_mrs(
+            self._gitlab.open_merge_requests(item.project, item.source_branch),
+            project_id=project.id,
+            target_branch=target,
+            service_user=self._gitlab.current_user(),
+        )
+        if branch_mrs.foreign:
+            names = ", ".join(f"!{mr.iid} by {mr.author_username}" for mr in branch_mrs.foreign)
+            raise PermanentError(
+                f"branch {item.source_branch} has open merge requests the service did not "
+                f"open ({names}); it does not push to, edit, merge or close them. Close "
+                "them or submit with another source_branch"
+            )
+        return branch_mrs
 
     def close_on_cancel(self, session: Session, item: WorkItem, options: Mapping[str, Any]) -> None:
         """Cancel hook: with `close_mr`, close the item's open MR with a note (else no-op)."""
@@ -156,13 +227,55 @@ def finish_empty(
 ) -> None:
     """DDR-43: nothing left to merge; leave no empty MR and no bot branch behind.
 
-    Closes the given open MRs with a note saying why, deletes the bot branch
-    (already gone is fine) and completes the item with reason `empty_diff`.
+    Closes the given open MRs (the service's own) with a note saying why,
+    deletes the bot branch when its head is the service's last push (already
+    gone is fine; someone else's commits are kept) and completes the item
+    with reason `empty_diff`.
     """
     for iid in open_mr_iids:
         gitlab.add_note(item.project, iid, EMPTY_DIFF_NOTE)
         gitlab.close_merge_request(item.project, iid)
-    gitlab.delete_branch(item.project, item.source_branch)
+    head = gitlab.branch(item.project, item.source_branch)
+    if head is not None and head.sha == item.mr_sha:
+        gitlab.delete_branch(item.project, item.source_branch)
+    elif head is not None:
+        context.audit(
+            "mr_branch_kept",
+            reason="the bot branch holds commits the service did not push; not deleting it",
+            head_sha=head.sha,
+            branch=item.source_branch,
+        )
     item.completion_reason = CompletionReason.EMPTY_DIFF
     context.set_dimension(MRDimension.NEEDS_MR, DimensionStatus.FALSE)
     context.set_phase(Phase.COMPLETED, "the target branch already has this content")
+
+
+def _checked_target(item: MRWorkItem, project: ProjectInfo) -> str:
+    """The target branch (the project default when none was given), refusing a source
+    branch that is the target or the default branch: it would be force-pushed."""
+    if item.target_branch is None:
+        if project.default_branch is None:
+            raise PermanentError(f"project {item.project} has an empty repository")
+        item.target_branch = project.default_branch
+    target = item.target_branch
+    if item.source_branch == target:
+        raise PermanentError(
+            f"source branch {item.source_branch} is the target branch; the service "
+            "force-pushes its source branch, so it must be another branch"
+        )
+    if item.source_branch == project.default_branch:
+        raise PermanentError(
+            f"source branch {item.source_branch} is the default branch of {item.project}; "
+            "the service force-pushes its source branch, so it must be another branch"
+        )
+    return target
+
+
+def _generation_ids(session: Session, item: MRWorkItem) -> set[uuid.UUID]:
+    """The ids of every item of the branch: this one and its earlier generations."""
+    ids = session.scalars(
+        sa.select(MRWorkItem.id).where(
+            MRWorkItem.project == item.project, MRWorkItem.source_branch == item.source_branch
+        )
+    )
+    return {item.id, *ids}

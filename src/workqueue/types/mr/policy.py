@@ -41,6 +41,7 @@ __all__ = [
     "content_hash",
     "decode_content",
     "decoded_size",
+    "quick_action_line",
 ]
 
 _BODY: Loc = ("body",)
@@ -53,6 +54,7 @@ _CONTROL_MULTILINE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 # Files may hold any control character but NUL: text content is stored in
 # PostgreSQL, which cannot hold NUL in text; binary content goes as base64.
 _NUL = re.compile("\x00")
+_LINE_BREAK = re.compile("\r\n|[\r\n\u2028\u2029]")
 
 
 def check_submission(submission: MRWorkItemCreate, config: MRTypeConfig) -> list[Violation]:
@@ -178,7 +180,8 @@ def _project_violation(project: str) -> Violation | None:
 def _branch_violations(
     submission: MRWorkItemCreate, config: MRTypeConfig
 ) -> list[Violation | None]:
-    found = [_branch_violation(submission.source_branch, "source_branch", config)]
+    source = _branch_violation(submission.source_branch, "source_branch", config)
+    found = [source or _prefix_violation(submission.source_branch, config.source_branch_prefix)]
     if submission.target_branch is not None:
         found.append(_branch_violation(submission.target_branch, "target_branch", config))
         if submission.target_branch == submission.source_branch:
@@ -192,6 +195,21 @@ def _branch_violations(
                 )
             )
     return found
+
+
+def _prefix_violation(source_branch: str, prefix: str) -> Violation | None:
+    """The service force-pushes its branches: they must live in its own namespace.
+
+    A branch equal to the prefix has nothing of its own after it, so it is refused too.
+    """
+    if not prefix or (source_branch.startswith(prefix) and len(source_branch) > len(prefix)):
+        return None
+    return Violation(
+        (*_BODY, "source_branch"),
+        f"source_branch must start with {prefix!r} and name a branch below it "
+        "(handled_types.mr.source_branch_prefix)",
+        ViolationKind.BRANCH_OUTSIDE_PREFIX,
+    )
 
 
 def _branch_violation(name: str, field: str, config: MRTypeConfig) -> Violation | None:
@@ -225,12 +243,39 @@ def _text_violations(submission: MRWorkItemCreate, config: MRTypeConfig) -> list
                 multiline=True,
                 allow_blank=True,
             )
+            or _quick_action_violation(submission.description)
         )
     # package and change_kind are labels for filtering: same limit as a label.
     for field, value in (("package", submission.package), ("change_kind", submission.change_kind)):
         if value is not None:
             found.append(_text_violation(value, field, limit=config.max_label_chars))
     return found
+
+
+def quick_action_line(text: str) -> int | None:
+    """The 1-based number of the first line GitLab could run as a quick action, or None.
+
+    GitLab executes `/close`, `/merge`, `/assign @x`, ... found at the start of
+    a description line when the MR is created or edited, with the rights of
+    the service's user. Any line whose first non-blank character is `/`
+    counts (not only known commands: GitLab adds new ones). Every line break
+    a renderer or parser might honour splits lines: LF, CR, CRLF, U+2028/9.
+    """
+    for number, line in enumerate(_LINE_BREAK.split(text), start=1):
+        if line.lstrip().startswith("/"):
+            return number
+    return None
+
+
+def _quick_action_violation(description: str) -> Violation | None:
+    line = quick_action_line(description)
+    if line is None:
+        return None
+    return Violation(
+        (*_BODY, "description"),
+        f"description line {line} starts with '/': GitLab would run it as a quick action",
+        ViolationKind.QUICK_ACTION,
+    )
 
 
 def _label_violations(labels: Sequence[str], config: MRTypeConfig) -> list[Violation]:

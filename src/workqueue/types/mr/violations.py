@@ -23,6 +23,8 @@ class ViolationKind(StrEnum):
     INVALID_UNICODE = "invalid_unicode"
     INVALID_BRANCH = "invalid_branch"
     SAME_BRANCH = "same_branch"
+    BRANCH_OUTSIDE_PREFIX = "branch_outside_prefix"
+    QUICK_ACTION = "quick_action"
     INVALID_PROJECT = "invalid_project"
     INVALID_LABEL = "invalid_label"
     BLANK = "blank"
