@@ -26,12 +26,16 @@ def build_client(
     simulator: GitLabSimulator,
     *,
     local_user: str | None = LOCAL_USER,
+    webhook_secret: str | None = None,
     rules: tuple[dict[str, Any], ...] = (),
     limits: dict[str, Any] | None = None,
     handled_types: dict[str, Any] | None = None,
     **app_options: Any,
 ) -> Iterator[httpx.Client]:
-    settings = Settings(WORKQUEUE_SERVICE_LOCAL_AUTH_USER=local_user)
+    settings = Settings(
+        WORKQUEUE_SERVICE_LOCAL_AUTH_USER=local_user,
+        WORKQUEUE_SERVICE_GITLAB_WEBHOOK_SECRET=webhook_secret,
+    )
     config = ServiceConfig.model_validate(
         {
             "authorization": {"rules": list(rules), "limits": limits or {}},
