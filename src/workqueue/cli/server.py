@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import os
 from pathlib import Path
 
 import typer
@@ -36,6 +37,8 @@ from workqueue.types.catalog import (
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+# Set by the container image, which has no writable place for an embedded cluster.
+REQUIRE_DATABASE_URL = "WORKQUEUE_SERVICE_REQUIRE_DATABASE_URL"
 
 
 def _fail(message: str, code: int = EXIT_ERROR) -> typer.Exit:
@@ -45,11 +48,18 @@ def _fail(message: str, code: int = EXIT_ERROR) -> typer.Exit:
 
 def _settings() -> Settings:
     try:
-        return Settings()
+        settings = Settings()
     except ValidationError as error:
         raise _fail(f"invalid settings: {describe_validation_error(error)}", EXIT_USAGE) from None
     except InvalidDatabaseURLError as error:
         raise _fail(f"invalid settings: {error}", EXIT_USAGE) from None
+    if not settings.database_url and os.environ.get(REQUIRE_DATABASE_URL, "") not in ("", "0"):
+        raise _fail(
+            f"DATABASE_URL is not set, and {REQUIRE_DATABASE_URL} says this installation "
+            "does not run an embedded PostgreSQL: set DATABASE_URL",
+            EXIT_USAGE,
+        )
+    return settings
 
 
 def _config(settings: Settings) -> ServiceConfig:
