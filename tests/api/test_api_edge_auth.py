@@ -21,10 +21,13 @@ POST_PATHS = (
 )
 
 
+SECRET = "edge-auth-secret"
+
+
 @pytest.fixture
 def anonymous(database_url, simulator):
-    """No local user and no rules: no request can prove a caller."""
-    with build_client(database_url, simulator, local_user=None) as client:
+    """No local user and no rules: no request can prove a caller (but GitLab can)."""
+    with build_client(database_url, simulator, local_user=None, webhook_secret=SECRET) as client:
         yield client
 
 
@@ -42,6 +45,24 @@ def test_a_bad_body_without_credentials_is_401_not_422(anonymous, path, content)
     answer = anonymous.post(path, content=content, headers={"content-type": "application/json"})
 
     assert_401(answer)
+
+
+def test_the_routes_that_authenticate_themselves_are_left_to_do_so(anonymous):
+    me = anonymous.get("/api/work-items/me", headers={"X-Forwarded-Access-Token": "sha256~abc"})
+    hook = anonymous.post(
+        "/api/webhooks/gitlab",
+        json={"object_kind": "push"},
+        headers={"X-Gitlab-Token": SECRET, "X-Gitlab-Event": "Push Hook"},
+    )
+    wrong_secret = anonymous.post("/api/webhooks/gitlab", content=b"{nope")
+
+    assert (me.status_code, me.json()) == (200, {"token": "sha256~abc"})
+    assert (hook.status_code, hook.json()) == (200, {"status": "ignored"})
+    assert wrong_secret.status_code == 401
+    assert wrong_secret.json() == {"detail": "missing or invalid X-Gitlab-Token"}
+    assert "www-authenticate" not in wrong_secret.headers
+    # Only GET /me is exempt: another method there needs a bearer token like the rest.
+    assert_401(anonymous.post("/api/work-items/me"))
 
 
 def test_an_unknown_api_path_without_credentials_is_401(anonymous):
