@@ -53,6 +53,7 @@ def test_create_and_get(sim, client, project_id, calls):
         head_pipeline_status=None,
         merge_commit_sha=None,
         merge_error=None,
+        closed_by_id=None,
     )
     assert sim.merge_request(project_id, 1)["force_remove_source_branch"] is True
     fetched = client.merge_request(PROJECT, 1)
@@ -139,8 +140,9 @@ def test_close_and_note(sim, client, project_id, calls):
     mr = open_mr(client)
     note_id = client.add_note(PROJECT, mr.iid, "Closing: empty diff.")
     assert isinstance(note_id, int)
+    assert mr.closed_by_id is None
     closed = client.close_merge_request(PROJECT, mr.iid)
-    assert closed.state == "closed"
+    assert (closed.state, closed.closed_by_id) == ("closed", sim.bot.id)
     bodies = [note["body"] for note in sim.notes(project_id, mr.iid) if not note["system"]]
     assert bodies == ["Closing: empty diff."]
     assert calls.calls[-2:] == [("notes.create", 201), ("merge_requests.close", 200)]

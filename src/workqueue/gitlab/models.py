@@ -99,6 +99,7 @@ class MergeRequestInfo:
     head_pipeline_status: str | None
     merge_commit_sha: str | None
     merge_error: str | None
+    closed_by_id: int | None  # who closed it; None while open, or for a merged MR
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,6 +261,7 @@ def parse_user(data: Any) -> UserInfo:
 def parse_merge_request(data: Any) -> MergeRequestInfo:
     fields = _Fields(data, "merge_request")
     pipeline = fields.child("head_pipeline")
+    closed_by = fields.child("closed_by")
     author = fields.child("author")
     if author is None:
         raise ResponseShapeError("merge_request.author: expected an object, got nothing")
@@ -286,6 +288,7 @@ def parse_merge_request(data: Any) -> MergeRequestInfo:
         head_pipeline_status=pipeline.opt_text("status") if pipeline else None,
         merge_commit_sha=fields.opt_text("merge_commit_sha"),
         merge_error=fields.opt_text("merge_error"),
+        closed_by_id=closed_by.integer("id") if closed_by else None,
     )
 
 

@@ -8,6 +8,7 @@ job 90312, head 8a2d… → c3e5…), with their mixed timestamp styles.
 from __future__ import annotations
 
 import copy
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,6 +20,7 @@ from workqueue.queue.dimensions import Dimensions, DimensionUpdate
 from workqueue.queue.events import EventResult
 from workqueue.queue.models import DimensionStatus, Phase
 from workqueue.queue.registry import TypeRegistry
+from workqueue.types.mr.authorship import stamp
 from workqueue.types.mr.decider import decide_mr
 from workqueue.types.mr.events import (
     ZERO_SHA,
@@ -34,6 +36,8 @@ from workqueue.types.mr.models import MRWorkItem
 OLD = "8a2d4c6e0f1b3d5f7a9c1e3b5d7f9a1c3e5b7d9f"
 NEW = "c3e5a7b9d1f3e5a7c9b1d3f5e7a9c1b3d5f7e9a1"
 OTHER = "f" * 40
+ITEM_ID = uuid.UUID("0b5f6a4e-7c1d-4e2a-9f3b-8d6c5a4b3e21")
+OTHER_ITEM = uuid.UUID("9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d")
 BOT, HUMAN = {"id": 7, "username": "release-bot"}, {"id": 3, "username": "ada"}
 PROJECT = {"id": 42, "path_with_namespace": "acme/widgets", "default_branch": "main"}
 RECONCILE = DimensionUpdate("needs_reconcile", DimensionStatus.TRUE)
@@ -160,6 +164,7 @@ def hook(base: dict[str, Any], **changes: Any) -> dict[str, Any]:
 
 def item(**fields: Any) -> MRWorkItem:
     values: dict[str, Any] = {
+        "id": ITEM_ID,
         "item_type": "mr",
         "phase": Phase.ACTIVE,
         "project": "acme/widgets",
@@ -204,46 +209,36 @@ def reconcile_only(result: EventResult | None) -> bool:
 # -- merge request hooks ---------------------------------------------------------------
 
 
-def test_merged_mr_completes_the_item_with_reason_merged():
+@pytest.mark.parametrize(
+    ("action", "state", "user"),
+    [
+        ("merge", "merged", HUMAN),
+        ("update", "merged", HUMAN),  # a state without the action still counts
+        ("merge", "opened", HUMAN),  # and an action without the state
+        ("close", "closed", HUMAN),
+        ("close", "closed", BOT),  # the service's own close (an empty diff)
+        ("update", "closed", HUMAN),
+    ],
+)
+def test_merge_and_close_hooks_only_ask_gitlab(action, state, user):
+    # The hook may be forged or replayed: reconcile_mr reads the MR and decides.
     body = hook(
         MR_HOOK,
-        object_attributes__action="merge",
-        object_attributes__state="merged",
+        object_attributes__action=action,
+        object_attributes__state=state,
         object_attributes__oldrev=None,
-        user=HUMAN,
+        user=user,
     )
     result = run(on_merge_request, body)
+    assert reconcile_only(result)
     assert result is not None
-    assert result.phase == Phase.COMPLETED
-    assert result.detail_updates == {"completion_reason": "merged"}
-    assert result.event_ts == at("2025-03-01T10:05:12")
-    assert result.dimensions == (RECONCILE,)  # reconcile_mr confirms should this be stale
-    assert "ada" in (result.reason or "")
+    assert user["username"] in (result.reason or "")
+    assert "confirming with GitLab" in (result.reason or "")
 
 
-def test_closed_by_someone_else_cancels_the_item():
-    body = hook(
-        MR_HOOK,
-        object_attributes__action="close",
-        object_attributes__state="closed",
-        object_attributes__oldrev=None,
-        user=HUMAN,
-    )
-    result = run(on_merge_request, body)
-    assert result is not None
-    assert (result.phase, result.event_ts) == (Phase.CANCELLED, at("2025-03-01T10:05:12"))
-    assert result.dimensions == (RECONCILE,)
-
-
-def test_closed_by_the_mr_author_leaves_the_verdict_to_reconcile():
-    # The service's own user closes MRs whose diff became empty.
-    body = hook(
-        MR_HOOK,
-        object_attributes__action="close",
-        object_attributes__state="closed",
-        object_attributes__oldrev=None,
-    )
-    assert reconcile_only(run(on_merge_request, body))
+def test_a_merged_hook_carrying_commits_is_not_taken_for_a_foreign_push():
+    body = hook(MR_HOOK, object_attributes__action="merge", object_attributes__state="merged")
+    assert reconcile_only(run(on_merge_request, body, item(mr_sha=OLD)))
 
 
 @pytest.mark.parametrize(
@@ -263,8 +258,17 @@ def test_other_mr_actions_ask_for_a_reconcile(action):
         ({"mr_sha": OLD}, True),
         # On top of the foreign head already recorded: still foreign, the newest head wins.
         ({"mr_sha": OTHER, "foreign_head_sha": OLD}, True),
-        # Our own commit (same message) whose step was rolled back after the push.
-        ({"mr_sha": OLD, "commit_message": "Bump requests to 2.32.3"}, False),
+        # Our own commit (stamped for this item) whose step was rolled back after the push.
+        ({"mr_sha": OLD, "last_commit": stamp("Bump requests to 2.32.3", ITEM_ID)}, False),
+        # The same message without the trailer: someone else's commit (e.g. a copy).
+        ({"mr_sha": OLD, "commit_message": "Bump requests to 2.32.3"}, True),
+        # Stamped for another item (copied from another branch): not ours.
+        ({"mr_sha": OLD, "last_commit": stamp("Bump requests to 2.32.3", OTHER_ITEM)}, True),
+        # The trailer is not the last line: a person wrote below it.
+        (
+            {"mr_sha": OLD, "last_commit": stamp("Bump", ITEM_ID) + "\nFixed by hand\n"},
+            True,
+        ),
         # A late hook of an older push: it did not start from a head we know.
         ({"mr_sha": OTHER}, False),
         # Before the service pushed anything the branch is not ours yet.
@@ -272,7 +276,13 @@ def test_other_mr_actions_ask_for_a_reconcile(action):
     ],
 )
 def test_update_with_new_commits_records_a_foreign_head(fields, foreign):
-    result = run(on_merge_request, MR_HOOK, item(**fields))
+    message = fields.pop("last_commit", None)
+    body = (
+        MR_HOOK
+        if message is None
+        else hook(MR_HOOK, object_attributes__last_commit__message=message)
+    )
+    result = run(on_merge_request, body, item(**fields))
     if not foreign:
         assert reconcile_only(result)
         return
@@ -414,8 +424,18 @@ def test_push_to_the_target_branch_rechecks_the_diff_now():
     assert (result.phase, result.event_ts, dict(result.detail_updates)) == (None, None, {})
 
 
-def test_push_by_someone_else_to_the_bot_branch_records_the_foreign_head():
-    result = run(on_push, PUSH_HOOK, item(mr_sha=OLD))
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Fix the tests\n",
+        stamp("Fix the tests", OTHER_ITEM),
+        stamp("Fix the tests", ITEM_ID) + "\nAmended by hand\n",
+    ],
+)
+def test_push_by_someone_else_to_the_bot_branch_records_the_foreign_head(message):
+    body = hook(PUSH_HOOK, commits=[{"id": NEW, "message": message}])
+    # The item's own commit message is no longer enough to pass for the service.
+    result = run(on_push, body, item(mr_sha=OLD, commit_message="Fix the tests"))
     assert result is not None
     assert result.detail_updates == {"foreign_head_sha": NEW}
     assert result.event_ts is None  # push hooks carry no event time
@@ -427,7 +447,10 @@ def test_push_by_someone_else_to_the_bot_branch_records_the_foreign_head():
     ("body", "fields"),
     [
         (PUSH_HOOK, {"mr_sha": NEW}),  # our own push
-        (PUSH_HOOK, {"mr_sha": OLD, "commit_message": "Fix the tests"}),  # ours, rolled back
+        (  # ours, stamped, whose step was rolled back
+            hook(PUSH_HOOK, commits=[{"id": NEW, "message": stamp("Fix the tests", ITEM_ID)}]),
+            {"mr_sha": OLD},
+        ),
         (PUSH_HOOK, {"mr_sha": OTHER}),  # a late hook of an older push
         (hook(PUSH_HOOK, ref="refs/heads/feature"), {}),
         (hook(PUSH_HOOK, ref="refs/tags/v1"), {}),

@@ -33,6 +33,7 @@ MERGEABLE = MergeRequestInfo(
     head_pipeline_status="success",
     merge_commit_sha=None,
     merge_error=None,
+    closed_by_id=None,
 )
 
 

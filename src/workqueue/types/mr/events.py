@@ -27,9 +27,10 @@ from typing import Any, cast
 from workqueue.queue.context import EventContext
 from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.events import EventResult
-from workqueue.queue.models import DimensionStatus, Phase
+from workqueue.queue.models import DimensionStatus
 from workqueue.queue.registry import ItemTypeRegistration
-from workqueue.types.mr.models import CompletionReason, MRDimension, MRWorkItem
+from workqueue.types.mr.authorship import stamped_item
+from workqueue.types.mr.models import MRDimension, MRWorkItem
 
 ZERO_SHA = "0" * 40  # `before`/`after` of a push that created/deleted a branch
 _HEADS_PREFIX = "refs/heads/"
@@ -60,9 +61,10 @@ def register_mr_event_handlers(registration: ItemTypeRegistration) -> None:
 def on_merge_request(context: EventContext) -> EventResult | None:
     """Merge Request Hook: merged, closed, new commits, approvals, anything else.
 
-    Every event about the item's MR sets `needs_reconcile`, including merge and
-    close: should the phase part be refused as stale, `reconcile_mr` still
-    learns the outcome from GitLab.
+    Every event about the item's MR sets `needs_reconcile`, and that is all a
+    merge or a close does: the hook body is not proof (a forged or replayed
+    delivery would end the item), so `reconcile_mr` reads the MR from GitLab
+    and ends the item only on what GitLab says.
     """
     item = _item(context)
     body = context.body
@@ -77,9 +79,13 @@ def on_merge_request(context: EventContext) -> EventResult | None:
     by = f" by {actor['username']}" if isinstance(actor.get("username"), str) else ""
     event_ts = parse_gitlab_time(attributes.get("updated_at"))
 
-    terminal = _terminal_result(body, attributes, iid, event_ts, by)
-    if terminal is not None:
-        return terminal
+    state = attributes.get("state")
+    if state in {"merged", "closed"} or action in {"merge", "close"}:
+        # A claim to check, not a phase to apply (see the docstring).
+        return EventResult(
+            dimensions=(_RECONCILE,),
+            reason=f"MR !{iid}: {action}{by}, state {state}; confirming with GitLab",
+        )
     if action == "update" and attributes.get("oldrev"):
         last_commit = _object(attributes, "last_commit")
         new_head = _text(last_commit.get("id"))
@@ -223,17 +229,21 @@ def is_foreign_push(
     * `after` equal to our head (or the foreign head already recorded) is nothing new;
     * a push that did not start from our head or the recorded foreign head is a
       late hook of an older push of ours, not news about the current branch;
-    * a head commit carrying the item's own commit message is one of our
-      commits whose step was rolled back after the push (it is retried), not
-      a human's work. A human who amends our commit keeping its message is
-      taken for us: the cost is that a retried `ensure_mr` replaces it.
+    * a head commit stamped for this item (its message ends with the
+      `Workqueue-Item: <id>` trailer, see `authorship`) is one of our commits
+      whose step was rolled back after the push, not a person's work.
+
+    A hint only: hooks carry no trustworthy author, so a person who amends our
+    commit keeping its message is taken for us here. That costs nothing:
+    `ensure_mr` reads the branch head itself (author and committer included)
+    before every push, and `reconcile_mr` merges only `mr_sha`.
     """
     if item.mr_sha is None or after is None or after == ZERO_SHA:
         return False
     known = {item.mr_sha, item.foreign_head_sha} - {None}
     if after in known or before not in known:
         return False
-    return head_message is None or head_message.strip() != item.commit_message.strip()
+    return item.id is None or stamped_item(head_message) != item.id
 
 
 def parse_gitlab_time(value: object) -> datetime | None:
@@ -256,38 +266,6 @@ def parse_gitlab_time(value: object) -> datetime | None:
         return datetime.fromisoformat(stamp + zone).astimezone(UTC)
     except ValueError:
         return None
-
-
-def _terminal_result(
-    body: Mapping[str, Any],
-    attributes: Mapping[str, Any],
-    iid: int,
-    event_ts: datetime | None,
-    by: str,
-) -> EventResult | None:
-    """The result of an MR hook saying the MR is merged or closed; None otherwise."""
-    state, action = attributes.get("state"), attributes.get("action")
-    if state == "merged" or action == "merge":
-        return EventResult(
-            phase=Phase.COMPLETED,
-            event_ts=event_ts,
-            dimensions=(_RECONCILE,),
-            detail_updates={"completion_reason": CompletionReason.MERGED.value},
-            reason=f"MR !{iid} was merged on GitLab{by}",
-        )
-    if state != "closed" and action != "close":
-        return None
-    if _closed_by_author(body, attributes):
-        # The service's own user closes MRs that became empty; if that close
-        # is seen before the step that made it committed (it failed after
-        # closing), reconcile_mr tells an empty diff from a cancel.
-        return EventResult(dimensions=(_RECONCILE,), reason=f"MR !{iid} was closed by its author")
-    return EventResult(
-        phase=Phase.CANCELLED,
-        event_ts=event_ts,
-        dimensions=(_RECONCILE,),
-        reason=f"MR !{iid} was closed on GitLab{by}",
-    )
 
 
 def _push_to_bot_branch(
@@ -324,12 +302,6 @@ def _foreign_result(head: str | None, event_ts: datetime | None, what: str) -> E
 
 def _ci_retry(job_name: str) -> DimensionUpdate:
     return DimensionUpdate(MRDimension.NEEDS_CI_RETRY, DimensionStatus.TRUE, variant=job_name)
-
-
-def _closed_by_author(body: Mapping[str, Any], attributes: Mapping[str, Any]) -> bool:
-    actor = _integer(_object(body, "user").get("id"))
-    author = _integer(attributes.get("author_id"))
-    return actor is not None and actor == author
 
 
 def _item(context: EventContext) -> MRWorkItem:

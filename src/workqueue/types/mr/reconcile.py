@@ -4,9 +4,9 @@
 events, by its own deferral). ONE `GET merge_request` serves every cheap check:
 
 * merged on GitLab → `completed` (`completion_reason = merged`);
-* closed → `cancelled`, unless the bot branch no longer differs from the
-  target (a close of ours whose step did not commit): then `completed`
-  with `empty_diff`;
+* closed → `cancelled`, unless the service's own user closed it and the
+  bot branch no longer differs from the target (an empty-diff close of ours
+  whose step did not commit): then `completed` with `empty_diff`;
 * otherwise its `detailed_merge_status` and head pipeline are stored on the
   item (so users see why it is not merged), and, with `auto_merge`, the MR is
   merged when it is not a draft, is `mergeable`, its head is the commit the
@@ -253,7 +253,8 @@ class MRReconciler:
             return False
         self._record(context, item, merge_request)
         context.set_dimension(MRDimension.NEEDS_RECONCILE, DimensionStatus.FALSE)
-        if item.target_branch is not None and self._branch_is_empty(item):
+        closed_by_us = merge_request.closed_by_id == self._gitlab.current_user().id
+        if closed_by_us and item.target_branch is not None and self._branch_is_empty(item):
             # Our own close for an empty diff whose step failed after closing.
             context.audit("empty_diff", mr_iid=item.mr_iid, target_branch=item.target_branch)
             finish_empty(self._gitlab, context, item, [])
