@@ -13,7 +13,14 @@ from typing import Any
 import pytest
 from harness import wait_until
 from mr_harness import PROJECT
-from test_mr_lifecycle_support import BRANCH, COMMITS_ROUTE, COMPARE_ROUTE, gitlab, lifecycle
+from test_mr_lifecycle_support import (
+    BRANCH,
+    COMMITS_ROUTE,
+    COMPARE_ROUTE,
+    MR_CONTENT,
+    gitlab,
+    lifecycle,
+)
 
 from workqueue.queue import repository
 from workqueue.queue.models import Phase
@@ -158,3 +165,18 @@ def test_the_default_branch_is_never_the_source(sessions, source, target):
             assert "default branch" in row.error or "target branch" in row.error
             assert simulator.log.writes() == []
             assert simulator.merge_requests(PROJECT) == []
+
+
+def test_an_empty_diff_keeps_a_bot_branch_that_holds_someone_elses_commit(sessions):
+    with gitlab() as simulator, lifecycle(sessions, simulator) as world:
+        item_id, iid = world.open_mr()
+        # A person adds a file to the bot branch; upstream lands all of it on main.
+        theirs = simulator.push(PROJECT, BRANCH, {"human.txt": "by hand\n"})
+        main_before = simulator.branch_head(PROJECT, "main")
+        simulator.push(PROJECT, "main", {**MR_CONTENT, "human.txt": "by hand\n"})
+        world.send(item_id, world.push_hook("main", before=main_before))
+        world.wait_phase(item_id, Phase.COMPLETED)
+        assert world.detail(item_id).completion_reason == "empty_diff"
+        assert simulator.merge_request(PROJECT, iid)["state"] == "closed"  # the service's MR
+        assert simulator.branch_head(PROJECT, BRANCH) == theirs  # their commit is kept
+        assert simulator.request_count("DELETE", "/projects/:id/repository/branches/:branch") == 0

@@ -1,7 +1,10 @@
 """`reconcile_mr` and `check_empty_diff`: converge an open MR on GitLab's view (DDR-43/46).
 
 `reconcile_mr` runs whenever `needs_reconcile` is raised (by `ensure_mr`, by
-events, by its own deferral). ONE `GET merge_request` serves every cheap check:
+events, by its own deferral). ONE `GET merge_request` serves every cheap check.
+It is the only place an item ends because of its MR: a Merge Request Hook
+saying "merged" or "closed" only raises `needs_reconcile`, so a forged or
+replayed hook changes nothing GitLab does not confirm.
 
 * merged on GitLab → `completed` (`completion_reason = merged`);
 * closed → `cancelled`, unless the service's own user closed it and the
@@ -9,8 +12,9 @@ events, by its own deferral). ONE `GET merge_request` serves every cheap check:
   whose step did not commit): then `completed` with `empty_diff`;
 * otherwise its `detailed_merge_status` and head pipeline are stored on the
   item (so users see why it is not merged), and, with `auto_merge`, the MR is
-  merged when it is not a draft, is `mergeable`, its head is the commit the
-  service pushed, and the head pipeline succeeded on exactly that commit.
+  merged when it still targets the item's target branch from the project
+  itself, is not a draft, is `mergeable`, its head is the commit the service
+  pushed, and the head pipeline succeeded on exactly that commit.
   The merge names that sha (`PUT …/merge?sha=`), so a push racing the merge
   makes GitLab refuse instead of merging untested code.
 
@@ -20,10 +24,10 @@ item. What happens next depends on why the MR is not mergeable:
 | situation                                               | needs_reconcile        |
 |---------------------------------------------------------|------------------------|
 | merged / closed                                         | false (item terminal)  |
-| auto_merge off, draft, a blocking status (not_approved, | false: the event that  |
-|   conflict, ci_must_pass, ...), pipeline not (yet)      |   changes it (approval,|
-|   successful, head not our commit                       |   pipeline, push, edit)|
-|                                                         |   raises it again      |
+| auto_merge off, MR retargeted to another branch or from | false: the event that  |
+|   another project, draft, a blocking status             |   changes it (approval,|
+|   (not_approved, conflict, ci_must_pass, ...), pipeline |   pipeline, push, edit)|
+|   not (yet) successful, head not our commit             |   raises it again      |
 | transient status (checking, unchecked, preparing,       | deferred by            |
 |   ci_still_running, approvals_syncing) or state locked  |   `recheck_delay`      |
 | merge refused with 405/406/422 (GitLab contradicts the  | deferred by            |
