@@ -97,7 +97,9 @@ def run(database_url: Any, items: int) -> dict[str, Any]:
                 time.sleep(0.01)
             return Counter(f"{r.method} {r.route}" for r in simulator.log.records())
 
-        per_submission = [submit_and_settle(submission(f"workqueue/b{n}", n + 1)) for n in range(items)]
+        per_submission = [
+            submit_and_settle(submission(f"workqueue/b{n}", n + 1)) for n in range(items)
+        ]
         unchanged = submit_and_settle(submission("workqueue/b0", 1))
         changed = submit_and_settle(submission("workqueue/b0", 99))
         manager.stop()
