@@ -225,6 +225,15 @@ def test_prune_forgets_only_deliveries_older_than_the_retention(sessions, regist
         (b'{"a": NaN}', None),
         (b"\xc3\x28", None),
         (b"[" * 50_000, None),
+        # The same strictness as API bodies: SQS messages arrive through here.
+        (b'{"a": 1e400}', None),
+        (b'{"a": -1e400}', None),
+        ('{"a": 1e400}', None),
+        (r'{"a": "\ud800"}', {"a": "\ud800"}),  # an escaped surrogate is valid JSON text
+        ('{"a": "\ud800"}', None),  # a raw lone surrogate cannot be encoded as UTF-8
+        ('{"a": 1}'.encode("utf-16"), None),
+        (b'\xef\xbb\xbf{"a": 1}', None),  # a byte-order mark is not JSON
+        (b'{"a": ' * 65 + b"1" + b"}" * 65, None),  # nested deeper than 64 levels
     ],
 )
 def test_parse_event_body(raw, expected):

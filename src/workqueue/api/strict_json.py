@@ -1,23 +1,15 @@
-"""Strict JSON for request bodies, and the check that applies it to API routes.
+"""Strict JSON for request bodies: the check that applies `json_strict` to API routes.
 
-`json.loads` on bytes is lenient exactly where a trust boundary must not be:
-it guesses UTF-16/32 from the first bytes, accepts `NaN` and `Infinity`
-(which JSONB, `JSONResponse` and most other parsers refuse, so the input
-turned into 500s further in), reads `1e400` as infinity, and nests until
-RecursionError. `parse_strict_json` accepts RFC 8259 JSON in UTF-8 only, with
-finite numbers and at most `MAX_DEPTH` levels of nesting.
-
-Every JSON body goes through it: API routes' bodies in the body reader
-(`StrictJSONBodies`, a 422 in FastAPI's shape, before FastAPI parses them
-again with the very same result), the webhook receiver's in its route (a 400,
-after its token check).
+Every JSON body goes through `parse_strict_json` (UTF-8 only, finite numbers,
+bounded nesting; see `workqueue.json_strict`): API routes' bodies in the
+body reader (`StrictJSONBodies`, a 422 in FastAPI's shape, before FastAPI
+parses them again with the very same result), the webhook receiver's in its
+route (a 400, after its token check), SQS messages in the consumer.
 """
 
 from __future__ import annotations
 
 import email.message
-import json
-import math
 from collections.abc import Collection
 from typing import Any
 
@@ -26,67 +18,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Scope
 
 from workqueue.api.asgi import header, route_path
+from workqueue.json_strict import MAX_DEPTH, InvalidJSONError, parse_strict_json
 
-MAX_DEPTH = 64
+__all__ = ["MAX_DEPTH", "InvalidJSONError", "StrictJSONBodies", "parse_strict_json"]
+
 # Above this size the parse runs in a worker thread, not in the event loop.
 _INLINE_PARSE_BYTES = 256 * 1024
-
-
-class InvalidJSONError(ValueError):
-    """The body is not strict JSON; `position` is a character (or byte) offset when known."""
-
-    def __init__(self, reason: str, position: int | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.position = position
-
-
-def parse_strict_json(raw: bytes, *, max_depth: int = MAX_DEPTH) -> Any:
-    """The value of the UTF-8 JSON document `raw`, or InvalidJSONError saying why not."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise InvalidJSONError("the body is not valid UTF-8", error.start) from None
-    try:
-        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
-    except json.JSONDecodeError as error:
-        raise InvalidJSONError(error.msg, error.pos) from None
-    except RecursionError:
-        raise InvalidJSONError(f"nested deeper than {max_depth} levels") from None
-    except ValueError as error:  # our hooks, and integers over Python's digit limit
-        raise InvalidJSONError(str(error)) from None
-    # Counting brackets is C-fast and bounds the depth: only then is a walk needed.
-    if text.count("[") + text.count("{") > max_depth and _depth(value) > max_depth:
-        raise InvalidJSONError(f"nested deeper than {max_depth} levels")
-    return value
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _finite_float(literal: str) -> float:
-    number = float(literal)
-    if not math.isfinite(number):
-        raise ValueError(f"number out of range: {literal[:40]}")
-    return number
-
-
-def _depth(value: Any) -> int:
-    """How deeply arrays and objects nest in `value` (a scalar: 0), without recursion."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        current, level = stack.pop()
-        if isinstance(current, dict):
-            children: Collection[Any] = current.values()
-        elif isinstance(current, list):
-            children = current
-        else:
-            continue
-        deepest = max(deepest, level)
-        stack.extend((child, level + 1) for child in children)
-    return deepest
 
 
 def is_json_media_type(content_type: str | None) -> bool:

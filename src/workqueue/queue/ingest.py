@@ -21,7 +21,6 @@ Nothing here knows about HTTP, GitLab or item types.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import uuid
 from collections.abc import Mapping
@@ -31,6 +30,7 @@ from typing import Any, Literal
 
 from sqlalchemy.orm import Session
 
+from workqueue.json_strict import InvalidJSONError, parse_strict_json
 from workqueue.queue import repository
 from workqueue.queue.registry import TypeRegistry
 
@@ -128,19 +128,18 @@ def prune_deliveries(session: Session, older_than: timedelta = DEFAULT_DELIVERY_
 
 
 def parse_event_body(raw: bytes | str) -> dict[str, Any] | None:
-    """The JSON object in `raw`; None when it is not UTF-8 JSON or not an object.
+    """The JSON object in `raw`; None when it is not strict JSON or not an object.
 
-    Stricter than `json.loads`: NaN and Infinity (which JSONB refuses) are errors.
+    Strict as every outside document is (`json_strict`): UTF-8 only, no NaN or
+    Infinity, no number that overflows to infinity (JSONB refuses all three),
+    bounded nesting.
     """
     try:
-        body = json.loads(raw, parse_constant=_reject_constant)
-    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError included
+        encoded = raw.encode("utf-8") if isinstance(raw, str) else raw
+        body = parse_strict_json(encoded)
+    except (InvalidJSONError, UnicodeEncodeError):  # lone surrogates cannot be UTF-8
         return None
     return body if isinstance(body, dict) else None
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 def _jsonb_safe(body: Mapping[str, Any]) -> dict[str, Any]:
