@@ -296,7 +296,7 @@ def _foreign_result(head: str | None, event_ts: datetime | None, what: str) -> E
         dimensions=(_RECONCILE,),
         detail_updates={"foreign_head_sha": head},
         reason=f"{what}: the bot branch now has commits the service did not push ({head}); "
-        "it will not force-push over them until the item is resubmitted",
+        "it will not push over them nor merge them",
     )
 
 

@@ -148,11 +148,12 @@ class MRExecutors:
                 branch=item.source_branch,
             )
             return False
+        # The sha, not who made it: callers may read the error, and a
+        # committer's email is not theirs to learn.
         raise PermanentError(
             f"branch {item.source_branch} has commits the service did not make (head "
-            f"{head.sha}, by {head.commit.committer_email or 'unknown'}); nothing was pushed "
-            "over them. Delete the branch or move it back to the service's commit, then "
-            "retry or resubmit"
+            f"{head.sha}); nothing was pushed over them. Delete the branch or move it "
+            "back to the service's commit, then retry or resubmit"
         )
 
     def _stamped_by_us(self, context: ExecutionContext, item: MRWorkItem, head: BranchInfo) -> bool:
