@@ -10,6 +10,7 @@ import httpx
 import psycopg
 import pytest
 import sqlalchemy as sa
+from raw_http import send_partial
 from webhook_support import (
     NEW_SECRET,
     OLD_SECRET,
@@ -70,6 +71,20 @@ def test_the_token_is_checked_before_the_body(service, sessions):
     response = post_raw(service.url, b"not json", {"X-Gitlab-Token": "wrong"})
 
     assert response.status_code == 401
+
+
+@pytest.mark.parametrize("token", [None, "wrong"])
+def test_a_bad_token_is_answered_before_the_body_arrives(service, token):
+    """An announced 1 MiB body that never comes: 401 at once, connection closed."""
+    headers = {"Content-Type": "application/json", "Content-Length": str(1024 * 1024)}
+    if token is not None:
+        headers["X-Gitlab-Token"] = token
+    answer = send_partial(
+        service.url, "POST", "/api/webhooks/gitlab", headers=headers, body_part=b'{"obj', timeout=5
+    )
+    assert answer.status == 401
+    assert answer.json() == {"detail": "missing or invalid X-Gitlab-Token"}
+    assert answer.closed
 
 
 @pytest.mark.parametrize("secret", [OLD_SECRET, NEW_SECRET])

@@ -126,6 +126,7 @@ def create_app(
         inspect=StrictJSONBodies(path_prefix=API_PREFIX, exempt_paths={webhooks.WEBHOOK_PATH}),
     )
     app.add_middleware(AuthenticateFirst, exempt=AUTHENTICATES_ITSELF)
+    app.add_middleware(webhooks.WebhookTokenFirst)
     app.add_exception_handler(RequestValidationError, validation_error_answer)
     app.add_exception_handler(GitLabError, _gitlab_error)
     app.add_exception_handler(Exception, _internal_error)

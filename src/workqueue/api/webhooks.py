@@ -38,7 +38,9 @@ import anyio
 import anyio.to_thread
 from fastapi import APIRouter, HTTPException, Request, Response
 from pydantic import BaseModel
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from workqueue.api.asgi import has_pending_body, header, route_path, send_json
 from workqueue.api.deps import Runtime, get_runtime
 from workqueue.api.metrics import ServiceMetrics
 from workqueue.api.schemas import error_responses
@@ -216,6 +218,37 @@ def _ingest_limiter(request: Request) -> anyio.CapacityLimiter:
     return limiter
 
 
+class WebhookTokenFirst:
+    """401 for a delivery without a valid `X-Gitlab-Token`, before its body is read.
+
+    ASGI middleware outside the body reader: an unauthenticated sender cannot
+    make the service buffer (up to 1 MiB) or parse anything. The route checks
+    the token again, so it is also safe without this middleware.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope["method"] != "POST"
+            or route_path(scope) != WEBHOOK_PATH
+        ):
+            await self.app(scope, receive, send)
+            return
+        secrets = getattr(scope["app"].state, STATE_KEY, None)
+        token = header(scope, b"x-gitlab-token")
+        if isinstance(secrets, WebhookSecrets) and secrets.matches(token):
+            await self.app(scope, receive, send)
+            return
+        logger.warning(
+            "webhook refused before its body: %s X-Gitlab-Token",
+            "wrong" if token is not None else "no",
+        )
+        await send_json(send, 401, {"detail": _UNAUTHORIZED}, close=has_pending_body(scope))
+
+
 def webhook_secrets(request: Request) -> WebhookSecrets:
     secrets = getattr(request.app.state, STATE_KEY, None)
     if isinstance(secrets, WebhookSecrets):
@@ -236,8 +269,8 @@ def gitlab_event_type(body: Mapping[str, Any], event_header: str | None = None) 
 
 def delivery_key(headers: Mapping[str, str], raw_body: bytes) -> str:
     """`Idempotency-Key`, else `X-Gitlab-Event-UUID`, else a hash of the raw body."""
-    for header in ("idempotency-key", "x-gitlab-event-uuid"):
-        value = (headers.get(header) or "").strip()
+    for name in ("idempotency-key", "x-gitlab-event-uuid"):
+        value = (headers.get(name) or "").strip()
         if value:
             return value
     return "sha256:" + hashlib.sha256(raw_body).hexdigest()
