@@ -72,3 +72,21 @@ def test_retry_and_resubmission_after_a_lost_push_hook_keep_the_persons_commit(
         assert simulator.request_count("POST", COMMITS_ROUTE) == 0
         assert simulator.log.writes() == []
         assert simulator.branch_head(PROJECT, BRANCH) == theirs
+
+
+def test_branch_and_description_rules_answer_422_at_the_field(database_url, simulator):
+    cases = [
+        ({"source_branch": "feature/login"}, ["body", "source_branch"], "branch_outside_prefix"),
+        ({"source_branch": "Workqueue/x"}, ["body", "source_branch"], "branch_outside_prefix"),
+        ({"target_branch": BRANCH}, ["body", "source_branch"], "same_branch"),
+        ({"description": "Sync.\r\n  /merge\r\n"}, ["body", "description"], "quick_action"),
+        ({"description": "/close"}, ["body", "description"], "quick_action"),
+    ]
+    with build_client(database_url, simulator) as client:
+        simulator.reset_requests()
+        for overrides, loc, kind in cases:
+            answer = client.post("/api/work-items/mr", json={**SUBMIT, **overrides})
+            assert answer.status_code == 422, (overrides, answer.text)
+            assert [(e["loc"], e["type"]) for e in answer.json()["detail"]] == [(loc, kind)]
+        assert client.get("/api/work-items/mr").json()["items"] == []
+    assert simulator.request_count() == 0
