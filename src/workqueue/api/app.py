@@ -26,6 +26,7 @@ from workqueue.config import ServiceConfig
 from workqueue.db.engine import build_engine, build_sessions
 from workqueue.db.url import libpq_conninfo, normalize_database_url
 from workqueue.gitlab.errors import GitLabError
+from workqueue.observability import Observability
 from workqueue.queue.audit import AuditLog, ObjectStore
 from workqueue.queue.processing import ProcessingManager
 from workqueue.queue.registry import TypeRegistry
@@ -72,6 +73,7 @@ def create_app(
         max_body_bytes = max(DEFAULT_MAX_BODY_BYTES, _largest_submission_body(registry))
     audit = build_audit_log(settings)
     webhook_secrets = webhooks.WebhookSecrets.from_settings(settings)
+    observability = Observability.start(settings)  # Sentry, traces: closed by the lifespan
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -83,7 +85,7 @@ def create_app(
             handled_types=registry.item_types if process_items else (),
             audit=audit,
             listen_conninfo=libpq_conninfo(url),
-            observer=service_metrics,
+            observer=observability.engine_observer(service_metrics),
         )
         app.state.runtime = Runtime(engine, sessions, registry, manager, audit, gate)
         consumer = build_sqs_consumer(
@@ -108,6 +110,7 @@ def create_app(
             audit.close()
             gate.close()
             engine.dispose()
+            observability.close()
 
     app = FastAPI(
         title="workqueue-service",
@@ -127,6 +130,7 @@ def create_app(
     )
     app.add_middleware(AuthenticateFirst, exempt=AUTHENTICATES_ITSELF)
     app.add_middleware(webhooks.WebhookTokenFirst)
+    observability.instrument(app, registry=service_metrics.registry, engine=engine, types=registry)
     app.add_exception_handler(RequestValidationError, validation_error_answer)
     app.add_exception_handler(GitLabError, _gitlab_error)
     app.add_exception_handler(Exception, _internal_error)

@@ -1,0 +1,64 @@
+"""How long the oldest item has been waiting for a worker, per item type.
+
+An item waits from the moment it is due: actionable, past its backoff
+(`next_attempt_at`) and not leased, or since its lease ran out. Normally
+this stays near zero, since NOTIFY wakes a replica at once. It grows when no
+replica claims the type (none handles it, all are down, the database
+refuses claims) or when workers cannot keep up. The query reads only
+actionable rows through their partial index (`ix_work_items_actionable_since`),
+so a scrape costs what the pending work costs, not the table size.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Iterator
+
+import sqlalchemy as sa
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+logger = logging.getLogger(__name__)
+
+METRIC = "workqueue_oldest_due_item_age_seconds"
+
+# greatest() skips NULLs: the latest of enqueue time, end of backoff, end of lease.
+_OLDEST_DUE_SQL = sa.text(
+    "SELECT item_type, "
+    "  extract(epoch FROM now() - min(greatest(updated_at, next_attempt_at, leased_until)))"
+    "  ::float AS age_seconds "
+    "FROM work_items "
+    "WHERE actionable "
+    "  AND (next_attempt_at IS NULL OR next_attempt_at <= now()) "
+    "  AND (leased_until IS NULL OR leased_until < now()) "
+    "GROUP BY item_type"
+)
+
+
+class OldestDueItem(Collector):
+    """`workqueue_oldest_due_item_age_seconds{item_type}`; 0 for handled types with none due."""
+
+    def __init__(self, engine: Engine, handled_types: Callable[[], Collection[str]]) -> None:
+        self._engine = engine
+        self._handled_types = handled_types
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            METRIC,
+            "Seconds the oldest due, unleased actionable item has waited for a worker",
+            labels=["item_type"],
+        )
+        try:
+            with self._engine.connect() as connection:
+                rows = connection.execute(_OLDEST_DUE_SQL).all()
+        except SQLAlchemyError as error:
+            logger.warning("metrics: cannot read the oldest due item: %s", error)
+            return
+        ages = {item_type: max(float(age), 0.0) for item_type, age in rows}
+        for item_type in self._handled_types():
+            ages.setdefault(item_type, 0.0)
+        for item_type, age in sorted(ages.items()):
+            family.add_metric([item_type], age)
+        yield family
