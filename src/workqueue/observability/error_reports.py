@@ -45,7 +45,9 @@ class ErrorReports:
         sentry_sdk.init(
             dsn=dsn,
             release=f"workqueue-service@{__version__}",
-            send_default_pii=False,
+            # Personal data stays out by default (`send_default_pii` unset: the
+            # option is deprecated in favour of `data_collection`, which would
+            # turn the event scrubber off).
             max_request_body_size="never",
             include_local_variables=False,
             event_scrubber=EventScrubber(denylist=[*DEFAULT_DENYLIST, *SCRUBBED_HEADERS]),

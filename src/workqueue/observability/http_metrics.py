@@ -10,11 +10,13 @@ this is the outermost of the app's own middleware. The webhook receiver's
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
+from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from starlette.routing import Match, Router
+from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 UNMATCHED = "(unmatched)"
@@ -23,9 +25,10 @@ UNMATCHED = "(unmatched)"
 class HTTPMetrics:
     """Pure ASGI middleware (no body buffering, no task per request)."""
 
-    def __init__(self, app: ASGIApp, *, registry: CollectorRegistry, router: Router) -> None:
+    def __init__(self, app: ASGIApp, *, registry: CollectorRegistry, fastapi: FastAPI) -> None:
         self.app = app
-        self._router = router
+        self._app = fastapi
+        self._templates: list[tuple[str, re.Pattern[str]]] | None = None
         self._requests = Counter(
             "workqueue_http_requests",
             "HTTP requests answered, by method, route template and status",
@@ -61,14 +64,23 @@ class HTTPMetrics:
             self._seconds.labels(method, route).observe(time.perf_counter() - started)
 
     def _route(self, scope: Scope) -> str:
-        # Routing records the route in the scope; answers given before routing
-        # (middleware 401s) are matched here against the same routes.
-        route: Any = scope.get("route")
-        if route is None:
-            for candidate in self._router.routes:
-                match, _ = candidate.matches(scope)
-                if match is Match.FULL:
-                    route = candidate
-                    break
+        route: Any = scope.get("route")  # set by routing
         path = getattr(route, "path", None)
-        return path if isinstance(path, str) else UNMATCHED
+        if isinstance(path, str):
+            return path
+        # Answered before routing (a middleware's 401, 413 or 408): match the
+        # path against the app's documented templates instead.
+        if self._templates is None:
+            self._templates = _templates(self._app)
+        request_path = str(scope["path"])
+        for template, pattern in self._templates:
+            if pattern.match(request_path):
+                return template
+        return UNMATCHED
+
+
+def _templates(app: FastAPI) -> list[tuple[str, re.Pattern[str]]]:
+    """The OpenAPI path templates, literal ones first (`/mr` before `/{item_id}`)."""
+    templates = list(app.openapi().get("paths", {}))
+    templates.sort(key=lambda template: (template.count("{"), template))
+    return [(template, compile_path(template)[0]) for template in templates]

@@ -60,7 +60,7 @@ class Observability:
     ) -> None:
         """Call after the app's own middleware is added: request metrics go outside it."""
         registry.register(OldestDueItem(engine, lambda: types.item_types))
-        app.add_middleware(HTTPMetrics, registry=registry, router=app.router)
+        app.add_middleware(HTTPMetrics, registry=registry, fastapi=app)
         if self.tracing is not None:
             self.tracing.instrument(app)
 
