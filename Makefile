@@ -38,8 +38,19 @@ lint: dev ## ruff + mypy --strict
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy
 
+.PHONY: lint-deploy
+lint-deploy: dev ## ruff, mypy --strict and yamllint on the deployment files and docs tooling
+	$(BIN)/ruff check deploy/container docs/hooks
+	$(BIN)/ruff format --check deploy/container docs/hooks
+	$(BIN)/mypy --strict deploy/container/wait_for_schema.py docs/hooks/reference_pages.py
+	$(BIN)/yamllint --strict deploy mkdocs.yml .yamllint
+
+.PHONY: docs
+docs: dev ## Build the documentation site into build/site (strict: a broken link fails)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 .PHONY: test
-test: lint ## Install dev dependencies, lint, and run the whole test suite
+test: lint lint-deploy docs ## Install dev dependencies, lint, build the docs, run the whole test suite
 	$(BIN)/pytest -q
 
 .PHONY: bench
