@@ -227,3 +227,33 @@ class CallerSubmissionWindow(Base):
     caller_identity: Mapped[str] = mapped_column(sa.Text, primary_key=True)
     window_start: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), primary_key=True)
     submissions: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+
+
+class AuditRecord(Base):
+    """An audit entry kept for the per-item history (`GET …/history`), pruned after
+    `audit.retention_days`. No foreign key to `work_items`: entries about requests
+    (denials, unknown ids) have no item, and history must never block a write."""
+
+    __tablename__ = "audit_entries"
+
+    id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(), primary_key=True)
+    # The entry's own id: a batch written twice (a retried flush) stores it once.
+    entry_id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, nullable=False, unique=True)
+    occurred_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), nullable=False)
+    work_item_id: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid)
+    item_type: Mapped[str | None] = mapped_column(sa.String(64))
+    event_type: Mapped[str] = mapped_column(sa.String(64), nullable=False)
+    actor: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    reason: Mapped[str | None] = mapped_column(sa.Text)
+    before: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    after: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    details: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False, server_default="{}")
+
+    __table_args__ = (
+        # One item's history, oldest first, keyset-paged.
+        sa.Index(
+            "ix_audit_entries_work_item_id_occurred_at_id", "work_item_id", "occurred_at", "id"
+        ),
+        # Retention pruning deletes the oldest rows first.
+        sa.Index("ix_audit_entries_occurred_at", "occurred_at"),
+    )

@@ -69,6 +69,9 @@ class MRWorkItem(WorkItem):
     ci_retry_counts: Mapped[dict[str, int]] = mapped_column(
         JSONB, nullable=False, server_default="{}"
     )
+    # Why reconcile_mr does not merge now: {"code", "message", "since"}; None
+    # when nothing blocks, before the MR exists, and once it is merged.
+    merge_blocker: Mapped[dict[str, str] | None] = mapped_column(JSONB)
 
     __table_args__ = (
         # Upsert lookups and list filters go by the natural identity.
