@@ -8,7 +8,8 @@ render the overlays themselves. Supported, following kustomize's semantics:
   what the including kustomization has accumulated so far),
 - `configMapGenerator` with `files`/`literals`, a content-hash name suffix
   computed like kustomize's (`api/hasher`), and the references to it in pod
-  specs rewritten,
+  specs rewritten; `behavior: replace` of a ConfigMap generated further down,
+- `namespace` (set on every resource: all of ours are namespaced),
 - `patches` with `path` or inline `patch`, as strategic merge patches for
   the list fields these manifests patch (merge keys as Kubernetes declares
   them: containers/volumes/env by `name`, volumeMounts by `mountPath`,
@@ -39,7 +40,9 @@ SUPPORTED_KEYS = {
     "configMapGenerator",
     "patches",
     "images",
+    "namespace",
 }
+GENERATED_FROM = "x-rendered-from-generator"  # internal mark, removed from the output
 # (parent field, list field) -> merge key, from the Kubernetes API's patchMergeKey.
 MERGE_KEYS = {
     "containers": "name",
@@ -60,6 +63,13 @@ class UnsupportedError(Exception):
 
 def build(directory: Path) -> list[Resource]:
     """What `kustomize build <directory>` prints, as a list of resources."""
+    resources = _build(directory)
+    for resource in resources:
+        resource.pop(GENERATED_FROM, None)
+    return resources
+
+
+def _build(directory: Path) -> list[Resource]:
     kustomization = _load_kustomization(directory)
     if kustomization.get("kind", "Kustomization") != "Kustomization":
         raise UnsupportedError(f"{directory}: a {kustomization['kind']} cannot be built alone")
@@ -83,21 +93,14 @@ def _load_kustomization(directory: Path) -> dict[str, Any]:
 def _apply(directory: Path, kustomization: dict[str, Any], resources: list[Resource]) -> None:
     for entry in kustomization.get("resources", []):
         path = (directory / entry).resolve()
-        if path.is_dir():
-            resources.extend(build(path))
-        else:
-            resources.extend(load_documents(path))
+        resources.extend(_build(path) if path.is_dir() else load_documents(path))
     for entry in kustomization.get("components", []):
         path = (directory / entry).resolve()
         component = _load_kustomization(path)
         if component.get("kind") != "Component":
             raise UnsupportedError(f"{path}: components must be of kind Component")
         _apply(path, component, resources)
-    renamed: dict[str, str] = {}
-    for generator in kustomization.get("configMapGenerator", []):
-        config_map = _generate_config_map(directory, generator)
-        renamed[generator["name"]] = config_map["metadata"]["name"]
-        resources.append(config_map)
+    renamed = _generate(directory, kustomization, resources)
     for patch in kustomization.get("patches", []):
         _apply_patch(directory, patch, resources)
     for image in kustomization.get("images", []):
@@ -105,7 +108,26 @@ def _apply(directory: Path, kustomization: dict[str, Any], resources: list[Resou
     if renamed:
         for resource in resources:
             _rename_config_map_references(resource, renamed)
+    if "namespace" in kustomization:
+        for resource in resources:
+            resource["metadata"]["namespace"] = kustomization["namespace"]
     _check_unique(directory, resources)
+
+
+def _generate(
+    directory: Path, kustomization: dict[str, Any], resources: list[Resource]
+) -> dict[str, str]:
+    """Add the generated ConfigMaps; returns old name -> hashed name for the references."""
+    renamed: dict[str, str] = {}
+    for generator in kustomization.get("configMapGenerator", []):
+        config_map = _generate_config_map(directory, generator)
+        renamed[generator["name"]] = config_map["metadata"]["name"]
+        if generator.get("behavior", "create") == "replace":
+            [old] = [r for r in resources if r.get(GENERATED_FROM) == generator["name"]]
+            renamed[old["metadata"]["name"]] = config_map["metadata"]["name"]
+            resources.remove(old)
+        resources.append(config_map)
+    return renamed
 
 
 def load_documents(path: Path) -> list[Resource]:
@@ -133,7 +155,9 @@ def _check_unique(directory: Path, resources: list[Resource]) -> None:
 
 
 def _generate_config_map(directory: Path, generator: dict[str, Any]) -> Resource:
-    unknown = set(generator) - {"name", "files", "literals"}
+    unknown = set(generator) - {"name", "files", "literals", "behavior"}
+    if generator.get("behavior", "create") not in {"create", "replace"}:
+        raise UnsupportedError(f"configMapGenerator: behavior {generator['behavior']}")
     if unknown:
         raise UnsupportedError(f"configMapGenerator: unsupported keys {sorted(unknown)}")
     data: dict[str, str] = {}
@@ -150,6 +174,7 @@ def _generate_config_map(directory: Path, generator: dict[str, Any]) -> Resource
         "kind": "ConfigMap",
         "metadata": {"name": f"{name}-{config_map_hash(name, data)}"},
         "data": data,
+        GENERATED_FROM: name,
     }
 
 

@@ -360,3 +360,44 @@ def test_cloudnative_pg_cluster_feeds_database_url_everywhere(build_name):
     per_replica = 2 * (workers + 8) + 1
     connections = int(cluster["spec"]["postgresql"]["parameters"]["max_connections"])
     assert connections >= 3 * per_replica + 10
+
+
+def _documented_overlay() -> str:
+    """The `my-workqueue/kustomization.yaml` example of docs/howto/deploy-kubernetes.md."""
+    text = (ROOT / "docs" / "howto" / "deploy-kubernetes.md").read_text()
+    blocks = re.findall(r"```yaml\n(.*?)```", text, flags=re.DOTALL)
+    [overlay] = [block for block in blocks if block.startswith("# my-workqueue/kustomization")]
+    return overlay
+
+
+def test_the_overlay_the_deployment_guide_shows_renders_and_validates(tmp_path):
+    (tmp_path / "deploy").symlink_to(ROOT / "deploy")
+    mine = tmp_path / "my-workqueue"
+    mine.mkdir()
+    overlay = _documented_overlay()
+    assert 'newTag: "0.1.0"' in overlay
+    (mine / "kustomization.yaml").write_text(overlay.replace('newTag: "0.1.0"', 'newTag: "9.9.9"'))
+    config = (KUBERNETES / "base" / "config.yml").read_text()
+    config = config.replace("https://gitlab.example.com", "https://gitlab.acme.test")
+    (mine / "config.yml").write_text(config)
+    resources = build(mine)
+    for resource in resources:
+        assert resource["metadata"]["namespace"] == "workqueue"
+        schema = CUSTOM_RESOURCE_SCHEMAS.get((resource["apiVersion"], resource["kind"]))
+        if schema is None:
+            kubernetes_validate.validate(resource, KUBERNETES_VERSION, strict=True)
+        else:
+            jsonschema.validate(resource, schema)
+    config_map = _one(resources, "ConfigMap")  # the base's was replaced, not added to
+    assert config_map["data"]["config.yml"] == config
+    base_name = _one(build(KUBERNETES / "base"), "ConfigMap")["metadata"]["name"]
+    assert config_map["metadata"]["name"] != base_name
+    for resource in resources:
+        for pod in pod_specs(resource):
+            for volume in pod.get("volumes", []):
+                if "configMap" in volume:
+                    assert volume["configMap"]["name"] == config_map["metadata"]["name"]
+            for container in all_containers(pod):
+                if container["name"] != "oauth-proxy":
+                    assert container["image"].endswith("/workqueue-service:9.9.9")
+    assert _one(resources, "Cluster")  # the overlay it starts from
