@@ -19,7 +19,10 @@ replayed hook changes nothing GitLab does not confirm.
   makes GitLab refuse instead of merging untested code.
 
 GitLab refusing the merge (405/406/409/422) is "not now", never a failure of the
-item. What happens next depends on why the MR is not mergeable:
+item. The first reason not to merge is stored as `merge_blocker` (a
+`BlockerCode`, a sentence, and `since`, kept while the code stays the same),
+null when nothing blocks or the MR is merged or closed. What happens next
+depends on why the MR is not mergeable:
 
 | situation                                               | needs_reconcile        |
 |---------------------------------------------------------|------------------------|
@@ -27,7 +30,8 @@ item. What happens next depends on why the MR is not mergeable:
 | auto_merge off, MR retargeted to another branch or from | false: the event that  |
 |   another project, draft, a blocking status             |   changes it (approval,|
 |   (not_approved, conflict, ci_must_pass, ...), pipeline |   pipeline, push, edit)|
-|   not (yet) successful, head not our commit             |   raises it again      |
+|   not (yet) successful, head not our commit (a foreign  |   raises it again      |
+|   head recorded goes before any status)                 |                        |
 | transient status (checking, unchecked, preparing,       | deferred by            |
 |   ci_still_running, approvals_syncing) or state locked  |   `recheck_delay`      |
 | merge refused with 405/406/422 (GitLab contradicts the  | deferred by            |
@@ -43,8 +47,9 @@ merged or closed meanwhile is reflected instead of being taken for "empty".
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import cast
 
@@ -71,12 +76,53 @@ _NOT_NOW = frozenset({405, 406, 409, 422})
 _HEAD_MOVED = 409
 
 
+class BlockerCode(enum.StrEnum):
+    """What stands between an open MR and its merge (`details.merge_blocker.code`).
+
+    Attention queues match on these: one code per kind of remedy.
+    """
+
+    DRAFT = "draft"  # mark the MR ready
+    AUTO_MERGE_DISABLED = "auto_merge_disabled"  # the item leaves the merge to a person
+    PIPELINE_MISSING = "pipeline_missing"  # no pipeline for the MR head yet
+    PIPELINE_RUNNING = "pipeline_running"  # wait for it
+    PIPELINE_FAILED = "pipeline_failed"  # failed, canceled or skipped: retry or fix
+    PIPELINE_STALE_SHA = "pipeline_stale_sha"  # the head pipeline ran on an older commit
+    NOT_APPROVED = "not_approved"  # approvals missing
+    REQUESTED_CHANGES = "requested_changes"  # a reviewer asked for changes
+    DISCUSSIONS_NOT_RESOLVED = "discussions_not_resolved"  # resolve the threads
+    CONFLICT = "conflict"  # the target moved and conflicts: resubmit
+    NEED_REBASE = "need_rebase"  # fast-forward project, target moved: resubmit
+    FOREIGN_COMMITS = "foreign_commits"  # the MR head is not the service's commit
+    GITLAB_CHECKING = "gitlab_checking"  # GitLab settles it by itself
+    OTHER = "other"  # anything else; the message names GitLab's status
+
+
+# detailed_merge_status values that name their own code; the CI ones are
+# refined from the head pipeline, the transient ones are GitLab still working.
+_STATUS_CODES = {
+    "draft_status": BlockerCode.DRAFT,
+    "not_approved": BlockerCode.NOT_APPROVED,
+    "requested_changes": BlockerCode.REQUESTED_CHANGES,
+    "discussions_not_resolved": BlockerCode.DISCUSSIONS_NOT_RESOLVED,
+    "conflict": BlockerCode.CONFLICT,
+    "need_rebase": BlockerCode.NEED_REBASE,
+} | dict.fromkeys(TRANSIENT_MERGE_STATUSES - {"ci_still_running"}, BlockerCode.GITLAB_CHECKING)
+_CI_STATUSES = frozenset({"ci_must_pass", "ci_still_running"})
+_FAILED_PIPELINE_STATUSES = frozenset({"failed", "canceled", "canceling", "skipped"})
+
+
 @dataclass(frozen=True, slots=True)
 class MergeBlocker:
     """Why the service does not merge now, and whether that settles without an event."""
 
-    why: str
+    code: BlockerCode
+    message: str  # one sentence, for people; never shows a missing value as "None"
     transient: bool = False
+
+    def stored(self, since: str) -> dict[str, str]:
+        """The `merge_blocker` column's value."""
+        return {"code": self.code.value, "message": self.message, "since": since}
 
 
 def merge_blocker(item: MRWorkItem, merge_request: MergeRequestInfo) -> MergeBlocker | None:
@@ -87,37 +133,110 @@ def merge_blocker(item: MRWorkItem, merge_request: MergeRequestInfo) -> MergeBlo
 def _merge_blockers(item: MRWorkItem, merge_request: MergeRequestInfo) -> Iterator[MergeBlocker]:
     status = merge_request.detailed_merge_status
     head = merge_request.sha
+    ours = item.mr_sha is not None and head == item.mr_sha
+    yield from _placement_blockers(item, merge_request)
+    if merge_request.state == "locked":
+        yield MergeBlocker(
+            BlockerCode.GITLAB_CHECKING, "GitLab is merging the MR (state locked)", transient=True
+        )
+    if merge_request.draft:
+        yield MergeBlocker(BlockerCode.DRAFT, "the MR is a draft")
+    settling = status in TRANSIENT_MERGE_STATUSES
+    if not ours and (item.foreign_head_sha is not None or not settling):
+        # Foreign work on the branch outranks whatever GitLab says about it
+        # (a pipeline for someone else's commit, an approval reset). Only a
+        # status GitLab is still settling goes first: it may be GitLab
+        # catching up with our own push, and is looked at again shortly.
+        yield _foreign_head(item, head)
+    if status != MERGEABLE:
+        yield _status_blocker(status, merge_request, head)
+    if not ours:
+        yield _foreign_head(item, head)
+    if merge_request.head_pipeline_sha != head:
+        yield _pipeline_not_on_head(merge_request, head)
+    if merge_request.head_pipeline_status != "success":
+        yield _pipeline_blocker(merge_request.head_pipeline_status)
+
+
+def _foreign_head(item: MRWorkItem, head: str | None) -> MergeBlocker:
+    if item.foreign_head_sha is not None:
+        return MergeBlocker(
+            BlockerCode.FOREIGN_COMMITS,
+            f"someone else pushed {item.foreign_head_sha} to the bot branch",
+        )
+    # GitLab has not caught up with our push yet (its update hook will
+    # follow), or someone else pushed: either way, not what was tested.
+    shown = head if head is not None else "(none)"
+    return MergeBlocker(
+        BlockerCode.FOREIGN_COMMITS, f"the MR head {shown} is not the commit the service pushed"
+    )
+
+
+def _placement_blockers(
+    item: MRWorkItem, merge_request: MergeRequestInfo
+) -> Iterator[MergeBlocker]:
+    """The item's wish and where the MR lands, before anything GitLab computes."""
     if not item.auto_merge:
-        yield MergeBlocker("auto_merge is off for this item")
+        yield MergeBlocker(
+            BlockerCode.AUTO_MERGE_DISABLED,
+            "auto_merge is off for this item: a person merges the MR",
+        )
     if merge_request.target_branch != item.target_branch:
         # Someone retargeted the MR: merging would land the change elsewhere.
         yield MergeBlocker(
-            f"the MR targets {merge_request.target_branch}, not {item.target_branch}"
+            BlockerCode.OTHER,
+            f"the MR targets {merge_request.target_branch}, not {item.target_branch}",
         )
     if merge_request.source_project_id != merge_request.target_project_id:
         yield MergeBlocker(
+            BlockerCode.OTHER,
             f"the MR is from project {merge_request.source_project_id}, not from "
-            f"{merge_request.target_project_id} where the service pushed"
+            f"{merge_request.target_project_id} where the service pushed",
         )
-    if merge_request.state == "locked":
-        yield MergeBlocker("GitLab is merging the MR (state locked)", transient=True)
-    if merge_request.draft:
-        yield MergeBlocker("the MR is a draft")
-    if status != MERGEABLE:
-        yield MergeBlocker(
-            f"detailed_merge_status is {status}", transient=status in TRANSIENT_MERGE_STATUSES
+
+
+def _status_blocker(
+    status: str | None, merge_request: MergeRequestInfo, head: str | None
+) -> MergeBlocker:
+    transient = status in TRANSIENT_MERGE_STATUSES
+    if status in _CI_STATUSES:
+        if merge_request.head_pipeline_id is None or merge_request.head_pipeline_sha != head:
+            blocker = _pipeline_not_on_head(merge_request, head)
+        elif status == "ci_still_running":
+            blocker = MergeBlocker(BlockerCode.PIPELINE_RUNNING, "the head pipeline is running")
+        else:
+            blocker = _pipeline_blocker(merge_request.head_pipeline_status)
+        return replace(blocker, message=f"{blocker.message} ({status})", transient=transient)
+    if status is None:
+        return MergeBlocker(BlockerCode.OTHER, "GitLab reported no detailed_merge_status")
+    code = _STATUS_CODES.get(status, BlockerCode.OTHER)
+    return MergeBlocker(code, f"GitLab says detailed_merge_status is {status}", transient)
+
+
+def _pipeline_not_on_head(merge_request: MergeRequestInfo, head: str | None) -> MergeBlocker:
+    shown = head if head is not None else "(none)"
+    if merge_request.head_pipeline_id is None:
+        return MergeBlocker(
+            BlockerCode.PIPELINE_MISSING, f"no pipeline has run on the MR head {shown}"
         )
-    if item.mr_sha is None or head != item.mr_sha:
-        # GitLab has not caught up with our push yet (its update hook will
-        # follow), or someone else pushed: either way, not what was tested.
-        yield MergeBlocker(f"the MR head {head} is not the commit the service pushed")
-    if merge_request.head_pipeline_sha != head:
-        yield MergeBlocker(
-            f"no pipeline has run on the MR head {head} (head pipeline "
-            f"{merge_request.head_pipeline_id} ran on {merge_request.head_pipeline_sha})"
-        )
-    if merge_request.head_pipeline_status != "success":
-        yield MergeBlocker(f"the head pipeline is {merge_request.head_pipeline_status}")
+    ran_on = merge_request.head_pipeline_sha or "an unknown commit"
+    return MergeBlocker(
+        BlockerCode.PIPELINE_STALE_SHA,
+        f"no pipeline has run on the MR head {shown}: head pipeline "
+        f"{merge_request.head_pipeline_id} ran on {ran_on}",
+    )
+
+
+def _pipeline_blocker(status: str | None) -> MergeBlocker:
+    if status is None:
+        return MergeBlocker(BlockerCode.PIPELINE_MISSING, "the head pipeline has no status yet")
+    if status in _FAILED_PIPELINE_STATUSES:
+        return MergeBlocker(BlockerCode.PIPELINE_FAILED, f"the head pipeline is {status}")
+    if status == "success":
+        # Only reachable through ci_must_pass with a green pipeline: GitLab
+        # has not caught up; its next status says more.
+        return MergeBlocker(BlockerCode.OTHER, "GitLab requires a pipeline that already passed")
+    return MergeBlocker(BlockerCode.PIPELINE_RUNNING, f"the head pipeline is {status}")
 
 
 class MRReconciler:
@@ -140,6 +259,7 @@ class MRReconciler:
         item = cast("MRWorkItem", context.item)
         if item.mr_iid is None:
             # No MR yet (ensure_mr has not opened one): nothing to look at.
+            _show_blocker(context, item, None)
             context.set_dimension(MRDimension.NEEDS_RECONCILE, DimensionStatus.FALSE)
             return
         merge_request = self._gitlab.merge_request(item.project, item.mr_iid)
@@ -152,8 +272,9 @@ class MRReconciler:
             self._flag_failed_jobs(context, item, merge_request.head_pipeline_id)
 
         blocker = merge_blocker(item, merge_request)
+        _show_blocker(context, item, blocker)
         if blocker is not None:
-            self._not_now(context, blocker.why, transient=blocker.transient)
+            self._not_now(context, blocker.message, transient=blocker.transient)
             return
         assert item.mr_sha is not None  # noqa: S101 - merge_blocker checked it
         self._merge(context, item, item.mr_sha)
@@ -179,15 +300,23 @@ class MRReconciler:
             context.audit(
                 "merge_refused", reason=error.message, status=error.status, mr_iid=item.mr_iid
             )
-            self._not_now(
-                context,
+            refused = MergeBlocker(
+                # 409: the head moved under the read (its push event follows);
+                # otherwise the MR is changing and GitLab settles it.
+                BlockerCode.OTHER if error.status == _HEAD_MOVED else BlockerCode.GITLAB_CHECKING,
                 f"GitLab refused the merge ({error.status}: {error.message})",
                 transient=error.status != _HEAD_MOVED,
             )
+            _show_blocker(context, item, refused)
+            self._not_now(context, refused.message, transient=refused.transient)
             return
         if merged.state != "merged":
             self._record(context, item, merged)
-            self._not_now(context, f"the merge left the MR {merged.state}", transient=True)
+            left = MergeBlocker(
+                BlockerCode.GITLAB_CHECKING, f"the merge left the MR {merged.state}", transient=True
+            )
+            _show_blocker(context, item, left)
+            self._not_now(context, left.message, transient=True)
             return
         context.audit("mr_merged", mr_iid=item.mr_iid, sha=sha, merge_sha=merged.merge_commit_sha)
         self._complete_merged(context, item, "the service merged the MR")
@@ -256,6 +385,7 @@ class MRReconciler:
         if merge_request.state != "closed":
             return False
         self._record(context, item, merge_request)
+        _show_blocker(context, item, None)  # nothing left to merge
         context.set_dimension(MRDimension.NEEDS_RECONCILE, DimensionStatus.FALSE)
         closed_by_us = merge_request.closed_by_id == self._gitlab.current_user().id
         if closed_by_us and item.target_branch is not None and self._branch_is_empty(item):
@@ -273,6 +403,7 @@ class MRReconciler:
         return not self._differs(item)
 
     def _complete_merged(self, context: ExecutionContext, item: MRWorkItem, reason: str) -> None:
+        _show_blocker(context, item, None)
         item.completion_reason = CompletionReason.MERGED
         context.set_dimension(MRDimension.NEEDS_RECONCILE, DimensionStatus.FALSE)
         context.set_phase(Phase.COMPLETED, reason)
@@ -301,3 +432,28 @@ class MRReconciler:
             after=changed,
         )
         return changed
+
+
+def _show_blocker(
+    context: ExecutionContext, item: MRWorkItem, blocker: MergeBlocker | None
+) -> None:
+    """Store `blocker` as the item's `merge_blocker`; `since` stays while the code does."""
+    before = item.merge_blocker
+    before_code = before.get("code") if before else None
+    if blocker is None:
+        after = None
+    else:
+        since = before.get("since") if before and before_code == blocker.code else None
+        after = blocker.stored(since or context.now.isoformat())
+    if after == before:
+        return
+    item.merge_blocker = after
+    after_code = after["code"] if after else None
+    if after_code != before_code:
+        context.audit(
+            "merge_blocker_changed",
+            reason=after["message"] if after else "nothing blocks the merge",
+            mr_iid=item.mr_iid,
+            before=before_code,
+            after=after_code,
+        )
