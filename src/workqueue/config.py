@@ -12,8 +12,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from workqueue.attention.config import AttentionConfig
 from workqueue.auth.config import AuthorizationConfig
 from workqueue.queue.config import ProcessingConfig
+from workqueue.queue.outbox_config import NotificationsConfig
 
 
 class ConfigError(Exception):
@@ -25,6 +27,8 @@ class ServiceConfig(BaseModel):
 
     authorization: AuthorizationConfig = Field(default_factory=AuthorizationConfig)
     processing: ProcessingConfig = Field(default_factory=ProcessingConfig)
+    notifications: NotificationsConfig = Field(default_factory=NotificationsConfig)
+    attention: AttentionConfig = Field(default_factory=AttentionConfig)
     # Each item type validates its own section when the registry is built.
     handled_types: dict[str, dict[str, Any] | None] = Field(default_factory=dict)
 

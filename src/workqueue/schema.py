@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from workqueue.attention import models as attention_models
 from workqueue.queue import outbox_models
 from workqueue.queue.models import Base
 from workqueue.types.mr import models as mr_models
@@ -16,6 +17,9 @@ from workqueue.types.mr import models as mr_models
 DETAIL_MODELS = (mr_models.MRWorkItem,)
 # Generic tables kept outside queue/models.py, mapped by importing them.
 GENERIC_MODELS = (outbox_models.OutboxDelivery,)
+
+# Attention queues (a package beside types/), mapped by importing its models.
+ATTENTION_MODELS = (attention_models.AttentionQueue, attention_models.AttentionMembership)
 
 
 def target_metadata() -> sa.MetaData:
