@@ -17,7 +17,7 @@ from datetime import datetime
 from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.db.errors import is_database_unavailable
-from workqueue.queue import repository
+from workqueue.queue import outbox, repository
 from workqueue.queue.audit import AuditEntry, AuditLog
 from workqueue.queue.config import ProcessingConfig
 from workqueue.queue.context import ExecutionContext
@@ -180,6 +180,7 @@ class ItemLoop:
         if item.lease_token != claim.lease_token:
             raise LeaseLostError(str(claim.item_id))
         seen_updated_at = item.updated_at
+        phase_before = item.phase
         dimensions = Dimensions(snapshot.dimensions, now)
 
         if snapshot.has_events:
@@ -196,8 +197,12 @@ class ItemLoop:
                 dimensions=dimensions,
                 now=now,
             )
-            if _decide(registration, item, dimensions) is not None:
-                return self._continue(session, claim, action_succeeded=True)
+        # Whatever moved the phase (an event, an executor), the announcement
+        # commits with it or not at all.
+        if item.phase != phase_before:
+            outbox.emit_phase_change(session, item)
+        if state.action is not None and _decide(registration, item, dimensions) is not None:
+            return self._continue(session, claim, action_succeeded=True)
 
         # Going idle is decided under the item's advisory lock (DDR-34):
         # enqueuers take the same lock, so their work is either visible to
@@ -319,6 +324,15 @@ class ItemLoop:
             session.rollback()
             self._observer.lease_lost(claim.item_type)
             return _StepResult.LOST
+        if outcome.phase == Phase.FAILED:
+            outbox.emit_phase_reached(
+                session,
+                Phase.FAILED,
+                work_item_id=claim.item_id,
+                item_type=claim.item_type,
+                project=outcome.project_path,
+                error=message,
+            )
         session.commit()
         if state.action_started is not None:
             state.action_seconds = time.monotonic() - state.action_started

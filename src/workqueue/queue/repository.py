@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from psycopg.types.json import Jsonb
 from sqlalchemy.orm import Session
 
+from workqueue.queue import outbox
 from workqueue.queue.dimensions import DimensionState, DimensionUpdate
 from workqueue.queue.models import (
     DimensionStatus,
@@ -53,6 +54,7 @@ class FailureOutcome:
     attempts: int
     phase: Phase
     retry_in_seconds: float | None  # None when the item failed for good
+    project_path: str | None = None  # for announcing a failure without loading the item
 
 
 def advisory_lock_key(item_id: uuid.UUID) -> int:
@@ -113,14 +115,22 @@ def mark_actionable(
 
 
 def cancel_item(session: Session, item_id: uuid.UUID) -> None:
-    """Move an item to `cancelled`. Its loop, if running, finds nothing more to do."""
-    session.execute(
+    """Move an item to `cancelled` and announce it; its loop, if running, finds nothing to do."""
+    row = session.execute(
         sa.text(
             "UPDATE work_items SET phase = 'cancelled', updated_at = clock_timestamp() "
-            "WHERE id = :id"
+            "WHERE id = :id AND phase <> 'cancelled' RETURNING item_type, project_path"
         ),
         {"id": item_id},
-    )
+    ).first()
+    if row is not None:
+        outbox.emit_phase_reached(
+            session,
+            Phase.CANCELLED,
+            work_item_id=item_id,
+            item_type=row.item_type,
+            project=row.project_path,
+        )
 
 
 def notify_wake(session: Session, item_type: str, item_id: uuid.UUID) -> None:
@@ -306,7 +316,7 @@ def record_failure(
             "      :backoff_initial * power(2, attempts), :backoff_max)) END, "
             "  leased_until = NULL, lease_token = NULL, updated_at = now() "
             "WHERE id = :id AND lease_token = :token "
-            "RETURNING attempts, phase, "
+            "RETURNING attempts, phase, project_path, "
             "  extract(epoch FROM next_attempt_at - now())::float AS retry_in_seconds"
         ),
         {
@@ -321,7 +331,7 @@ def record_failure(
     ).first()
     if row is None:
         return None
-    return FailureOutcome(row.attempts, Phase(row.phase), row.retry_in_seconds)
+    return FailureOutcome(row.attempts, Phase(row.phase), row.retry_in_seconds, row.project_path)
 
 
 # -- reading one item's state -------------------------------------------------
