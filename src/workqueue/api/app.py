@@ -11,6 +11,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.engine import URL
+from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue import __version__
 from workqueue.api import health, metrics, mr_routes, webhooks, work_items
@@ -19,7 +20,7 @@ from workqueue.api.deps import Gatekeeper, Runtime
 from workqueue.api.gatekeeper import build_gatekeeper
 from workqueue.api.limits import DEFAULT_BODY_TIMEOUT_SECONDS, DEFAULT_MAX_BODY_BYTES, BodyReader
 from workqueue.api.metrics import ServiceMetrics
-from workqueue.api.sqs_consumer import build_sqs_consumer, sqs_location
+from workqueue.api.sqs_consumer import SqsEventConsumer, build_sqs_consumer, sqs_location
 from workqueue.api.strict_json import StrictJSONBodies
 from workqueue.api.validation_errors import validation_error_answer
 from workqueue.config import ServiceConfig
@@ -28,6 +29,8 @@ from workqueue.db.url import libpq_conninfo, normalize_database_url
 from workqueue.gitlab.errors import GitLabError
 from workqueue.observability import Observability
 from workqueue.queue.audit import AuditLog, ObjectStore
+from workqueue.queue.outbox import Outbox
+from workqueue.queue.outbox_delivery import OutboxDeliveryWorker
 from workqueue.queue.processing import ProcessingManager
 from workqueue.queue.registry import TypeRegistry
 from workqueue.settings import Settings
@@ -78,6 +81,8 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         sessions = build_sessions(engine)
+        # Before any processing: every session's emit() must reach the subscribers.
+        deliveries = _notification_worker(config, sessions, libpq_conninfo(url), audit)
         manager = ProcessingManager(
             sessions=sessions,
             registry=registry,
@@ -98,15 +103,11 @@ def create_app(
         manager.start()
         if consumer is not None:
             consumer.start()
+        deliveries.start()  # does nothing without subscribers
         try:
             yield
         finally:
-            # DDR-36: stop the SQS consumer first, so nothing is stored after the
-            # manager stops; then stop taking work, let running actions finish,
-            # release leases.
-            if consumer is not None:
-                consumer.stop(timeout=30)
-            manager.stop(timeout=30)
+            _stop_background(consumer, manager, deliveries)
             audit.close()
             gate.close()
             engine.dispose()
@@ -144,6 +145,33 @@ def create_app(
     ):
         app.include_router(router)
     return app
+
+
+def _notification_worker(
+    config: ServiceConfig, sessions: sessionmaker[Session], conninfo: str, audit: AuditLog
+) -> OutboxDeliveryWorker:
+    """Attach the outbox to `sessions` and build its delivery worker (not started)."""
+    outbox = Outbox.from_config(config.notifications)  # reads the subscribers' secrets
+    outbox.attach(sessions)
+    return OutboxDeliveryWorker(
+        sessions=sessions,
+        outbox=outbox,
+        listen_conninfo=conninfo,
+        audit=audit,
+        safety_sweep_seconds=config.processing.safety_sweep_seconds,
+    )
+
+
+def _stop_background(
+    consumer: SqsEventConsumer | None, manager: ProcessingManager, deliveries: OutboxDeliveryWorker
+) -> None:
+    # DDR-36: stop the SQS consumer first, so nothing is stored after the
+    # manager stops; then stop taking work, let running actions finish,
+    # release leases; last the deliveries, since those steps may have emitted.
+    if consumer is not None:
+        consumer.stop(timeout=30)
+    manager.stop(timeout=30)
+    deliveries.stop(timeout=15)
 
 
 async def _gitlab_error(request: Request, error: Exception) -> JSONResponse:

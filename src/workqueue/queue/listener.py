@@ -14,7 +14,7 @@ from workqueue.queue.repository import WAKE_CHANNEL
 logger = logging.getLogger(__name__)
 
 
-class WakeListener:
+class ChannelListener:
     """A thread holding one LISTEN connection; reconnects with backoff when it drops.
 
     Waiting for notifications is a blocking read on the socket: an idle
@@ -25,14 +25,17 @@ class WakeListener:
         self,
         conninfo: str,
         *,
-        on_wake: Callable[[str, uuid.UUID], None],
+        channel: str,
+        on_notify: Callable[[str], None],
         on_connected: Callable[[], None],
+        thread_name: str = "workqueue-listen",
     ) -> None:
         self._conninfo = conninfo
-        self._on_wake = on_wake
+        self._channel = channel
+        self._on_notify = on_notify
         self._on_connected = on_connected
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="workqueue-listen", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=thread_name, daemon=True)
 
     def start(self) -> None:
         self._thread.start()
@@ -46,20 +49,36 @@ class WakeListener:
         while not self._stop.is_set():
             try:
                 with psycopg.connect(self._conninfo, autocommit=True) as connection:
-                    connection.execute(f"LISTEN {WAKE_CHANNEL}")
+                    connection.execute(f"LISTEN {self._channel}")
                     delay = 0.2
                     # Anything sent while we were not listening was lost: the
                     # manager sweeps once per (re)connection to catch up.
                     self._on_connected()
                     while not self._stop.is_set():
                         for notification in connection.notifies(timeout=0.5):
-                            self._deliver(notification.payload)
+                            self._on_notify(notification.payload)
             except psycopg.Error as error:
                 if self._stop.is_set():
                     return
                 logger.warning("wake-up listener lost its connection (%s); retrying", error)
                 self._stop.wait(delay)
                 delay = min(delay * 2, 10.0)
+
+
+class WakeListener(ChannelListener):
+    """Listens on the engine's wake-up channel; payloads are `item_type:item_id`."""
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        on_wake: Callable[[str, uuid.UUID], None],
+        on_connected: Callable[[], None],
+    ) -> None:
+        super().__init__(
+            conninfo, channel=WAKE_CHANNEL, on_notify=self._deliver, on_connected=on_connected
+        )
+        self._on_wake = on_wake
 
     def _deliver(self, payload: str) -> None:
         item_type, _, raw_id = payload.partition(":")

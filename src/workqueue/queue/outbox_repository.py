@@ -43,6 +43,7 @@ class DueDelivery:
     data: dict[str, Any]
     created_at: datetime
     attempts: int
+    work_item_id: uuid.UUID | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +79,8 @@ def claim_due(session: Session) -> DueDelivery | None:
     """Lock the longest-due pending row that no other transaction is delivering."""
     row = session.execute(
         sa.text(
-            "SELECT id, event_id, subscriber, event_type, data, created_at, attempts "
+            "SELECT id, event_id, subscriber, event_type, data, created_at, attempts, "
+            "  work_item_id "
             "FROM outbox_deliveries "
             "WHERE status = 'pending' AND next_attempt_at <= now() "
             "ORDER BY next_attempt_at LIMIT 1 "
@@ -88,7 +90,14 @@ def claim_due(session: Session) -> DueDelivery | None:
     if row is None:
         return None
     return DueDelivery(
-        row.id, row.event_id, row.subscriber, row.event_type, row.data, row.created_at, row.attempts
+        row.id,
+        row.event_id,
+        row.subscriber,
+        row.event_type,
+        row.data,
+        row.created_at,
+        row.attempts,
+        row.work_item_id,
     )
 
 
@@ -100,6 +109,18 @@ def mark_delivered(session: Session, delivery_id: int) -> None:
             "WHERE id = :id"
         ),
         {"id": delivery_id},
+    )
+
+
+def abandon(session: Session, delivery_id: int, *, error: str) -> None:
+    """Give up on a row at once (its subscriber is no longer configured)."""
+    session.execute(
+        sa.text(
+            "UPDATE outbox_deliveries SET status = 'abandoned', last_error = :error, "
+            "  abandoned_at = clock_timestamp() "
+            "WHERE id = :id"
+        ),
+        {"id": delivery_id, "error": error},
     )
 
 
