@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from workqueue.attention.config import AttentionConfig
 from workqueue.auth.config import AuthorizationConfig
+from workqueue.queue.audit_config import AuditConfig
 from workqueue.queue.config import ProcessingConfig
 from workqueue.queue.outbox_config import NotificationsConfig
 
@@ -29,6 +30,7 @@ class ServiceConfig(BaseModel):
     processing: ProcessingConfig = Field(default_factory=ProcessingConfig)
     notifications: NotificationsConfig = Field(default_factory=NotificationsConfig)
     attention: AttentionConfig = Field(default_factory=AttentionConfig)
+    audit: AuditConfig = Field(default_factory=AuditConfig)
     # Each item type validates its own section when the registry is built.
     handled_types: dict[str, dict[str, Any] | None] = Field(default_factory=dict)
 

@@ -9,6 +9,7 @@ write (the simulator's request log).
 from __future__ import annotations
 
 import threading
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -194,6 +195,21 @@ def test_read_scopes_filter_lists_in_sql_and_refuse_single_items(client, issuer,
     own_item = ids[OWN][0]
     assert client.post(f"/api/work-items/{own_item}/cancel", headers=reader).status_code == 403
     assert client.post(f"/api/work-items/{own_item}/cancel", headers=ci).status_code == 200
+
+
+def test_history_is_scoped_like_the_item(client, issuer, key):
+    admin, ci = token(issuer, key, ADMIN_SUB), ci_job(issuer, key)
+    mine = client.post("/api/work-items/mr", json=submission(OWN), headers=ci).json()["id"]
+    theirs = client.post(
+        "/api/work-items/mr", json=submission(VICTIM, "workqueue/hist"), headers=admin
+    ).json()["id"]
+    own = client.get(f"/api/work-items/{mine}/history", headers=ci)
+    assert own.status_code == 200
+    refused = client.get(f"/api/work-items/{theirs}/history", headers=ci)
+    assert refused.status_code == 403
+    assert "may not read mr items in project victim/prod" in refused.json()["detail"]
+    assert client.get(f"/api/work-items/{theirs}/history", headers=admin).status_code == 200
+    assert client.get(f"/api/work-items/{uuid.uuid4()}/history", headers=ci).status_code == 404
 
 
 def test_claims_are_compared_exactly(client, issuer, key):

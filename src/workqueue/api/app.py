@@ -14,7 +14,14 @@ from sqlalchemy.engine import URL
 from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue import __version__
-from workqueue.api import health, metrics, mr_routes, webhooks, work_items
+from workqueue.api import (
+    health,
+    item_history,
+    metrics,
+    mr_routes,
+    webhooks,
+    work_items,
+)
 from workqueue.api.authentication import API_PREFIX, AuthenticateFirst
 from workqueue.api.deps import Gatekeeper, Runtime
 from workqueue.api.gatekeeper import build_gatekeeper
@@ -29,6 +36,7 @@ from workqueue.db.url import libpq_conninfo, normalize_database_url
 from workqueue.gitlab.errors import GitLabError
 from workqueue.observability import Observability
 from workqueue.queue.audit import AuditLog, ObjectStore
+from workqueue.queue.audit_history import AuditHistory
 from workqueue.queue.outbox import Outbox
 from workqueue.queue.outbox_delivery import OutboxDeliveryWorker
 from workqueue.queue.processing import ProcessingManager
@@ -74,7 +82,9 @@ def create_app(
     if max_body_bytes is None:
         # Default: what the largest allowed submission needs, at least 16 MiB.
         max_body_bytes = max(DEFAULT_MAX_BODY_BYTES, _largest_submission_body(registry))
-    audit = build_audit_log(settings)
+    # Audit entries also go to the database history, with its own sessions.
+    history = AuditHistory(build_sessions(engine), retention=config.audit.retention)
+    audit = build_audit_log(settings, history=history)
     webhook_secrets = webhooks.WebhookSecrets.from_settings(settings)
     observability = Observability.start(settings)  # Sentry, traces: closed by the lifespan
 
@@ -141,6 +151,7 @@ def create_app(
         metrics.router,
         mr_routes.router,
         webhooks.router,
+        item_history.router,
         work_items.router,
     ):
         app.include_router(router)
@@ -196,9 +207,9 @@ def _largest_submission_body(registry: TypeRegistry) -> int:
     return largest
 
 
-def build_audit_log(settings: Settings) -> AuditLog:
+def build_audit_log(settings: Settings, *, history: AuditHistory | None = None) -> AuditLog:
     if not settings.audit_s3_bucket:
-        return AuditLog()
+        return AuditLog(history=history)
     try:
         import boto3  # noqa: PLC0415 - optional dependency, only with a bucket configured
     except ImportError as error:
@@ -207,4 +218,4 @@ def build_audit_log(settings: Settings) -> AuditLog:
             "(pip install 'workqueue-service[s3]')"
         ) from error
     store = cast("ObjectStore", boto3.client("s3"))
-    return AuditLog(object_store=store, bucket=settings.audit_s3_bucket)
+    return AuditLog(object_store=store, bucket=settings.audit_s3_bucket, history=history)

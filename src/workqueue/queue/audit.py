@@ -1,4 +1,5 @@
-"""Audit trail: every entry is logged; with a bucket configured it is also archived.
+"""Audit trail: every entry is logged; with a bucket configured it is also archived,
+and with a history (`audit_history.AuditHistory`) it is kept in the database.
 
 Archive objects are gzipped JSON under `YYYY/MM/DD/HH/MM/` keys (partitions for
 Athena-style queries) with `ContentEncoding: gzip` (DDR-17/28). Uploads run on
@@ -19,7 +20,12 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from workqueue.queue.audit_history import AuditHistory
 
 logger = logging.getLogger("workqueue.audit")
 
@@ -44,8 +50,8 @@ class AuditEntry:
     def to_json(self) -> str:
         # Not `dataclasses.asdict`: it deep-copies every value and so fails on
         # details that cannot be copied (a lock, a client, a mappingproxy)
-        # instead of letting `_json_default` turn them into strings.
-        return json.dumps(_fields_of(self), default=_json_default, sort_keys=True)
+        # instead of letting `json_default` turn them into strings.
+        return json.dumps(_fields_of(self), default=json_default, sort_keys=True)
 
 
 class ObjectStore(Protocol):
@@ -64,7 +70,9 @@ class AuditLog:
         bucket: str | None = None,
         key_prefix: str = "",
         max_queued: int = 10_000,
+        history: AuditHistory | None = None,
     ) -> None:
+        self._history = history
         self._store = object_store if bucket else None
         self._bucket = bucket
         self._key_prefix = key_prefix
@@ -76,13 +84,32 @@ class AuditLog:
             )
             self._uploader.start()
 
-    def write(self, entry: AuditEntry) -> None:
+    def store_in(self, session: Session, entries: list[AuditEntry]) -> bool:
+        """Put `entries` in the history within `session`'s transaction, before its commit.
+
+        True when they are stored there (pass `stored=True` to `write_all`
+        after the commit); False without a history or when the insert failed.
+        Never raises.
+        """
+        if self._history is None:
+            return False
+        return self._history.store_in(session, entries)
+
+    def prune_history(self, session: Session) -> None:
+        """Drop history entries past retention (throttled by the history). Never raises."""
+        if self._history is not None:
+            self._history.prune_if_due(session)
+
+    def write(self, entry: AuditEntry, *, stored: bool = False) -> None:
         """Record an entry. Never raises.
 
-        The log and the archive are independent: a failing log handler does not
-        keep the entry out of the archive, and a full archive queue leaves it in
-        the log only.
+        The log, the archive and the history are independent: a failing log
+        handler does not keep the entry out of the archive, and a full archive
+        queue leaves it in the log only. `stored`: the entry is in the history
+        already (`store_in`), so it is not queued for it again.
         """
+        if self._history is not None and not stored:
+            self._history.enqueue([entry])
         entry_id = getattr(entry, "entry_id", None)
         try:
             if logger.isEnabledFor(logging.INFO):
@@ -100,9 +127,9 @@ class AuditLog:
         except Exception:
             _report(logging.ERROR, "could not queue audit entry %s", entry_id, exc_info=True)
 
-    def write_all(self, entries: list[AuditEntry]) -> None:
+    def write_all(self, entries: list[AuditEntry], *, stored: bool = False) -> None:
         for entry in entries:
-            self.write(entry)
+            self.write(entry, stored=stored)
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until queued entries are uploaded; False if that took longer than `timeout`."""
@@ -118,7 +145,9 @@ class AuditLog:
         return done.wait(timeout)
 
     def close(self, timeout: float = 10.0) -> None:
-        """Upload what is queued (up to `timeout`) and stop the uploader thread."""
+        """Upload and store what is queued (up to `timeout` each) and stop the threads."""
+        if self._history is not None:
+            self._history.close(timeout)
         if self._uploader is None:
             return
         self.flush(timeout)
@@ -171,7 +200,7 @@ def _fields_of(instance: Any) -> dict[str, Any]:
     return {f.name: getattr(instance, f.name) for f in fields(instance)}
 
 
-def _json_default(value: object) -> Any:
+def json_default(value: object) -> Any:
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, Mapping):

@@ -138,9 +138,13 @@ class ItemLoop:
     # -- one step ----------------------------------------------------------
 
     def _step(self, claim: repository.Claim, state: _StepState) -> _StepResult:
+        stored = False
         with self._sessions() as session:
             try:
                 result = self._step_in_transaction(session, claim, state)
+                # In the step's own transaction: history of a step that rolls
+                # back never claims it happened.
+                stored = self._audit.store_in(session, state.audit)
                 session.commit()
             except LeaseLostError:
                 session.rollback()
@@ -157,7 +161,7 @@ class ItemLoop:
                     if is_database_unavailable(failure):
                         raise DatabaseUnavailableError from failure
                     raise
-        self._audit.write_all(state.audit)
+        self._audit.write_all(state.audit, stored=stored)
         self._report(claim.item_type, state, "succeeded")
         return result
 

@@ -78,11 +78,12 @@ class ProcessingManager:
         self._sessions = sessions
         self._config = config
         self._observer = observer or EngineObserver()
+        self._audit = audit or AuditLog()
         self._loop = ItemLoop(
             sessions=sessions,
             registry=registry,
             config=config,
-            audit=audit or AuditLog(),
+            audit=self._audit,
             observer=self._observer,
         )
         prefetch = max(config.workers, MIN_PREFETCH)
@@ -221,6 +222,7 @@ class ProcessingManager:
             if plan.sweep:
                 repository.wake_items_with_events(session, self.item_types)
                 ingest.prune_deliveries(session)
+                self._audit.prune_history(session)  # at most hourly; never raises
             if plan.sweep or plan.timer_fired:
                 repository.wake_due_deferrals(session, self.item_types)
             if plan.requested:

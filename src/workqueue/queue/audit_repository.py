@@ -1,0 +1,96 @@
+"""SQL of the audit history: store entries, page one item's history, prune old rows."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm import Session
+
+from workqueue.queue.models import AuditRecord
+from workqueue.queue.read_repository import InvalidCursorError
+
+MAX_HISTORY_PAGE = 500
+# One retention pass deletes at most this many rows, so a first prune after a
+# long outage never holds a long transaction; the next pass takes the rest.
+PRUNE_BATCH = 10_000
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    entries: list[AuditRecord]
+    next_cursor: str | None
+
+
+def insert_entries(session: Session, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Store rows (see `audit_history.history_row`); an entry already stored is skipped."""
+    if not rows:
+        return
+    statement = insert(AuditRecord).on_conflict_do_nothing(index_elements=["entry_id"])
+    session.execute(statement, [dict(row) for row in rows])
+
+
+def history_page(
+    session: Session, work_item_id: uuid.UUID, *, limit: int, cursor: str | None
+) -> HistoryPage:
+    """One item's entries, oldest first, after `cursor` (a previous page's next_cursor)."""
+    statement = sa.select(AuditRecord).where(AuditRecord.work_item_id == work_item_id)
+    if cursor is not None:
+        occurred_at, row_id = _decode_cursor(cursor)
+        statement = statement.where(
+            sa.tuple_(AuditRecord.occurred_at, AuditRecord.id)
+            > sa.tuple_(sa.literal(occurred_at), sa.literal(row_id))
+        )
+    rows = list(
+        session.scalars(
+            statement.order_by(AuditRecord.occurred_at, AuditRecord.id).limit(limit + 1)
+        )
+    )
+    next_cursor = _encode_cursor(rows[limit - 1]) if len(rows) > limit else None
+    return HistoryPage(rows[:limit], next_cursor)
+
+
+def prune(session: Session, older_than: timedelta) -> int:
+    """Delete up to PRUNE_BATCH entries older than `older_than`; returns how many."""
+    oldest = (
+        sa.select(AuditRecord.id)
+        .where(AuditRecord.occurred_at < sa.func.now() - older_than)
+        .order_by(AuditRecord.occurred_at)
+        .limit(PRUNE_BATCH)
+        .scalar_subquery()
+    )
+    result = session.execute(sa.delete(AuditRecord).where(AuditRecord.id.in_(oldest)))
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+def _encode_cursor(row: AuditRecord) -> str:
+    payload = json.dumps({"at": row.occurred_at.isoformat(), "id": row.id})
+    return base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, int]:
+    invalid = InvalidCursorError("cursor is not valid; pass next_cursor from a previous page")
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        payload: Any = json.loads(base64.urlsafe_b64decode(padded.encode()))
+    except (binascii.Error, ValueError, RecursionError) as error:
+        raise invalid from error
+    at = payload.get("at") if isinstance(payload, dict) else None
+    row_id = payload.get("id") if isinstance(payload, dict) else None
+    if not isinstance(at, str) or type(row_id) is not int or not 0 <= row_id < 2**63:
+        raise invalid
+    try:
+        occurred_at = datetime.fromisoformat(at)
+    except ValueError as error:
+        raise invalid from error
+    if occurred_at.tzinfo is None:
+        raise invalid
+    return occurred_at, row_id
