@@ -125,3 +125,20 @@ def test_watch_ends_with_the_items_fate(service):
     assert (ended_completed.returncode, ended_completed.stderr) == (0, "")
     assert "phase=completed" in ended_completed.stdout
     assert "empty_diff" in ended_completed.stdout  # the final table shows the details
+
+
+def test_status_says_why_the_mr_is_not_merged(service):
+    item = api_submit(service, package="openssl")
+
+    def blocker():
+        answer = service.http.get(f"/api/work-items/{item['id']}")
+        return answer.json()["details"].get("merge_blocker")
+
+    wait_until(lambda: blocker() is not None, what="a merge blocker")
+    # The simulated project runs no CI: the service waits for a pipeline.
+    assert blocker()["code"] == "pipeline_missing"
+    result = run_cli("status", "--id", item["id"], url=service.url)
+    assert result.returncode == 0, result.stderr
+    assert "merge blocker" in result.stdout
+    assert "pipeline_missing: no pipeline has run on the MR head" in result.stdout
+    assert "since" in result.stdout

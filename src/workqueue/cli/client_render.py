@@ -131,6 +131,8 @@ def _time(value: str) -> str:
 
 
 def _detail(key: str, value: object) -> Text:
+    if key == "merge_blocker" and isinstance(value, dict):
+        return merge_blocker_text(value)
     if key == "file_actions" and isinstance(value, list):
         return Text("\n".join(_file_action(action) for action in value))
     if isinstance(value, list):
@@ -138,6 +140,17 @@ def _detail(key: str, value: object) -> Text:
     text = str(value)
     first_line, _, rest = text.partition("\n")
     return Text(first_line + (" …" if rest.strip() else ""))
+
+
+def merge_blocker_text(blocker: Mapping[str, Any]) -> Text:
+    """`code: message (since …)`: why the service does not merge the MR yet."""
+    text = Text(str(blocker.get("code", "?")), style="yellow")
+    if blocker.get("message"):
+        text.append(f": {blocker['message']}")
+    since = blocker.get("since")
+    if isinstance(since, str):
+        text.append(f" (since {_time(since)})", style="dim")
+    return text
 
 
 def _file_action(action: object) -> str:
