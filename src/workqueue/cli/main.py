@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from workqueue.cli.client import register_client_commands
+from workqueue.cli.client_history import register_history_command
 from workqueue.cli.logging_setup import LogFormat
 
 
@@ -86,6 +87,7 @@ def config_schema() -> None:
 
 
 register_client_commands(app)
+register_history_command(app)
 
 
 def main() -> None:
