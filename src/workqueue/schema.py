@@ -12,9 +12,10 @@ from workqueue.attention import models as attention_models
 from workqueue.queue import outbox_models
 from workqueue.queue.models import Base
 from workqueue.types.mr import models as mr_models
+from workqueue.types.trunk import models as trunk_models
 
 # Importing a type's models module maps its detail table onto Base.metadata.
-DETAIL_MODELS = (mr_models.MRWorkItem,)
+DETAIL_MODELS = (mr_models.MRWorkItem, trunk_models.TrunkWorkItem, trunk_models.TrunkQueue)
 # Generic tables kept outside queue/models.py, mapped by importing them.
 GENERIC_MODELS = (outbox_models.OutboxDelivery,)
 

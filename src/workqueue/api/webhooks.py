@@ -176,7 +176,7 @@ async def receive_gitlab_webhook(request: Request) -> Response:
     if event_type is None:
         return _answer("ignored")
     runtime = get_runtime(request)
-    if not runtime.registry.resolvers_for(event_type):
+    if not runtime.registry.routes_event(event_type):
         return _answer("ignored")  # a kind no handled type uses: no SQL at all
     key = delivery_key(request.headers, raw)
     try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Self
 from urllib.parse import quote
@@ -33,11 +34,13 @@ from workqueue.gitlab.models import (
     parse_commit,
     parse_compare,
     parse_job,
+    parse_list,
     parse_merge_request,
     parse_note_id,
     parse_pipeline,
     parse_project,
     parse_user,
+    parse_variables,
 )
 from workqueue.gitlab.transport import OnCall, Transport
 
@@ -358,6 +361,68 @@ class GitLabClient:
             query=query,
         )
 
+    def trigger_pipeline(
+        self, project: ProjectRef, *, ref: str, variables: Mapping[str, str]
+    ) -> PipelineInfo:
+        """Run a new pipeline on `ref`'s head (source `api`) with these CI variables.
+
+        Not idempotent: GitLab has no key for it, so a caller that may repeat the
+        call after a crash must look for its pipeline first (`pipelines_since`,
+        `pipeline_variables`).
+        """
+        data = {
+            "ref": ref,
+            "variables": [
+                {"key": key, "value": value, "variable_type": "env_var"}
+                for key, value in variables.items()
+            ],
+        }
+        return self._transport.post(
+            "pipelines.create", f"/projects/{_enc(project)}/pipeline", parse_pipeline, data
+        )
+
+    def pipelines_since(
+        self, project: ProjectRef, *, ref: str, source: str, updated_after: datetime
+    ) -> list[PipelineInfo]:
+        """Pipelines of `ref` from `source` updated after the given time, newest first
+        (one page of up to 100: callers look for something they created recently)."""
+        query = {
+            "ref": ref,
+            "source": source,
+            "updated_after": updated_after.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+            "order_by": "id",
+            "sort": "desc",
+            "per_page": 100,
+        }
+        return self._transport.get(
+            "pipelines.list",
+            f"/projects/{_enc(project)}/pipelines",
+            lambda data: parse_list(data, parse_pipeline, "pipelines"),
+            query=query,
+        )
+
+    def pipeline_variables(self, project: ProjectRef, pipeline_id: int) -> dict[str, str]:
+        """The variables the pipeline was created with, key → value."""
+        return self._transport.get(
+            "pipelines.variables",
+            f"/projects/{_enc(project)}/pipelines/{int(pipeline_id)}/variables",
+            parse_variables,
+        )
+
+    def merge_base(self, project: ProjectRef, refs: Sequence[str]) -> str:
+        """The sha of the best common ancestor of `refs` (at least two).
+
+        GitLab answers 400 `Could not find ref…` for an unknown ref and 404 when the
+        refs share no history; both arrive as `PermanentGitLabError` (see
+        `is_unknown_ancestry`).
+        """
+        return self._transport.get(
+            "repository.merge_base",
+            f"{self._repo(project)}/merge_base",
+            lambda data: parse_commit(data, "merge base").sha,
+            query={"refs[]": list(refs)},
+        )
+
     def job(self, project: ProjectRef, job_id: int) -> JobInfo:
         return self._transport.get("jobs.get", self._job(project, job_id), parse_job)
 
@@ -400,3 +465,10 @@ class GitLabClient:
     @staticmethod
     def _job(project: ProjectRef, job_id: int) -> str:
         return f"/projects/{_enc(project)}/jobs/{int(job_id)}"
+
+
+def is_unknown_ancestry(error: PermanentGitLabError) -> bool:
+    """Whether a `merge_base` refusal means "these commits are not (all) known here"."""
+    if error.status == 404:
+        return True
+    return error.status == 400 and "could not find" in error.message.lower()

@@ -7,11 +7,13 @@ leaking a KeyError or a half-filled object.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict, TypeVar
 
 from workqueue.gitlab.errors import ResponseShapeError
+
+T = TypeVar("T")
 
 
 class CommitAction(TypedDict):
@@ -321,6 +323,20 @@ def parse_pipeline(data: Any) -> PipelineInfo:
         source=fields.opt_text("source"),
         web_url=fields.opt_text("web_url") or "",
     )
+
+
+def parse_list(data: Any, parse: Callable[[Any], T], what: str) -> list[T]:
+    if not isinstance(data, list):
+        raise ResponseShapeError(f"{what}: expected a JSON list")
+    return [parse(entry) for entry in data]
+
+
+def parse_variables(data: Any) -> dict[str, str]:
+    """`[{"key", "value", ...}]` → key → value (a null value reads as empty)."""
+    variables: dict[str, str] = {}
+    for entry in parse_list(data, lambda item: _Fields(item, "variable"), "variables"):
+        variables[entry.text("key")] = entry.opt_text("value") or ""
+    return variables
 
 
 def parse_job(data: Any) -> JobInfo:

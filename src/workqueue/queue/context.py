@@ -32,6 +32,8 @@ class ExecutionContext:
     now: datetime
     audit_entries: list[AuditEntry] = field(default_factory=list)
     dimension_updates: list[DimensionUpdate] = field(default_factory=list)
+    # Set by `fail`: the step's error must survive the end of the step.
+    failed: bool = False
 
     def set_dimension(
         self,
@@ -71,6 +73,17 @@ class ExecutionContext:
             )
         )
         self.item.phase = phase
+
+    def fail(self, message: str) -> None:
+        """End the item `failed` with `message` as its error, KEEPING this step's writes.
+
+        Unlike raising `PermanentError` (which rolls the step back first), this
+        commits what the executor wrote alongside the failure: a type that holds
+        a shared resource (a build slot) releases it in the same transaction.
+        """
+        self.set_phase(Phase.FAILED, message)
+        self.item.error = message
+        self.failed = True
 
     def audit(self, event_type: str, reason: str | None = None, **details: Any) -> None:
         self.audit_entries.append(

@@ -6,7 +6,10 @@
    without touching the database (GitLab sends many kinds we never use).
 2. The delivery is recorded in `received_deliveries` (durable de-duplication):
    a delivery key seen before answers "duplicate" and writes nothing else.
-3. Every resolver registered for the event type names the ACTIVE items the
+3. Every creator registered for the event type makes the items the event
+   brings into being (a pushed head a type validates) and returns their ids;
+   they are woken like new submissions, with no event stored for them.
+   Then every resolver registered for the event type names the ACTIVE items the
    event concerns (DDR-32). For each, the raw event is stored in
    `pending_events` through `repository.insert_pending_event`, which takes the
    item's advisory lock, marks it actionable and queues a NOTIFY (DDR-34).
@@ -81,7 +84,8 @@ def ingest_event(
     if len(source) > _SOURCE_LENGTH:
         raise ValueError(f"source must be at most {_SOURCE_LENGTH} characters")
     resolvers = registry.resolvers_for(event_type)
-    if not resolvers:
+    creators = registry.creators_for(event_type)
+    if not resolvers and not creators:
         return IngestResult("ignored")
     key = None if delivery_key is None else normalize_delivery_key(delivery_key)
     if key is not None and not repository.record_delivery(
@@ -91,13 +95,16 @@ def ingest_event(
 
     # Cleaned first: resolvers pass its strings to SQL, which refuses NUL too.
     stored_body = _jsonb_safe(body)
+    created: list[uuid.UUID] = []
+    for _item_type, creator in creators:
+        created += creator(session, stored_body)
     targets: dict[uuid.UUID, str] = {}
     for item_type, resolver in resolvers:
         for item_id in resolver(session, stored_body):
             targets.setdefault(item_id, item_type)
     if not targets:
         session.flush()
-        return IngestResult("ignored")
+        return IngestResult("accepted", created) if created else IngestResult("ignored")
 
     # Always the same lock order: two deliveries concerning overlapping sets
     # of items cannot deadlock on the items' advisory locks.
@@ -116,7 +123,7 @@ def ingest_event(
     session.flush()
     # Nothing new although items were found: every event was already stored
     # (the delivery record had been pruned while its events still waited).
-    return IngestResult("accepted" if stored else "duplicate", stored)
+    return IngestResult("accepted" if stored or created else "duplicate", created + stored)
 
 
 def prune_deliveries(session: Session, older_than: timedelta = DEFAULT_DELIVERY_RETENTION) -> int:

@@ -74,6 +74,7 @@ class _StepState:
     action_started: float | None = None  # monotonic
     action_seconds: float = 0.0
     events: list[tuple[str, str]] = field(default_factory=list)  # (event type, outcome)
+    failed_by_executor: bool = False  # `ExecutionContext.fail`: keep the item's error
 
     def wake_within(self, seconds: float) -> None:
         if self.wake_in_seconds is None or seconds < self.wake_in_seconds:
@@ -211,7 +212,9 @@ class ItemLoop:
         # Going idle is decided under the item's advisory lock (DDR-34):
         # enqueuers take the same lock, so their work is either visible to
         # `go_idle` or lands after our commit and wakes the item again.
-        succeeded = state.action is not None
+        # An executor that failed the item itself keeps the error it wrote
+        # (a success would clear it).
+        succeeded = state.action is not None and not state.failed_by_executor
         if repository.go_idle(
             session, claim, seen_updated_at=seen_updated_at, action_succeeded=succeeded
         ):
@@ -276,6 +279,7 @@ class ItemLoop:
         started = state.action_started = time.monotonic()
         executor(context)
         session.flush()
+        state.failed_by_executor = context.failed
         state.action_seconds = time.monotonic() - started
         state.audit += context.audit_entries
         state.audit.append(

@@ -54,6 +54,12 @@ which authorization scopes match; a type whose items name projects by id provide
 Resolver = Callable[["Session", Mapping[str, Any]], list[uuid.UUID]]
 """Finds the active items an incoming event of some type concerns (DDR-32)."""
 
+Creator = Callable[["Session", Mapping[str, Any]], list[uuid.UUID]]
+"""Creates the items an incoming event brings into being (a pushed head to validate)
+and returns their ids; flushes, never commits. It must be idempotent per event
+(a redelivery whose delivery record was pruned runs it again) and, like a
+resolver, must treat a malformed payload as "nothing to create"."""
+
 
 @dataclass
 class ItemTypeRegistration:
@@ -72,6 +78,7 @@ class ItemTypeRegistration:
     executors: dict[str, Executor] = field(default_factory=dict)
     event_handlers: dict[str, EventHandler] = field(default_factory=dict)
     resolvers: dict[str, Resolver] = field(default_factory=dict)
+    creators: dict[str, Creator] = field(default_factory=dict)
 
     def add_executor(self, action_name: str, executor: Executor) -> None:
         _add_unique(self.executors, action_name, executor, f"executor for {self.item_type}")
@@ -84,6 +91,9 @@ class ItemTypeRegistration:
 
     def add_resolver(self, event_type: str, resolver: Resolver) -> None:
         _add_unique(self.resolvers, event_type, resolver, f"resolver for {self.item_type}")
+
+    def add_creator(self, event_type: str, creator: Creator) -> None:
+        _add_unique(self.creators, event_type, creator, f"creator for {self.item_type}")
 
     def executor(self, action_name: str) -> Executor:
         try:
@@ -125,6 +135,21 @@ class TypeRegistry:
     @property
     def item_types(self) -> frozenset[str]:
         return frozenset(self._types)
+
+    def creators_for(self, event_type: str) -> list[tuple[str, Creator]]:
+        """(item_type, creator) pairs of every type that makes items from this event type."""
+        return [
+            (registration.item_type, registration.creators[event_type])
+            for registration in self._types.values()
+            if event_type in registration.creators
+        ]
+
+    def routes_event(self, event_type: str) -> bool:
+        """Whether any type resolves or creates items from this event type."""
+        return any(
+            event_type in registration.resolvers or event_type in registration.creators
+            for registration in self._types.values()
+        )
 
     def resolvers_for(self, event_type: str) -> list[tuple[str, Resolver]]:
         """(item_type, resolver) pairs of every type that routes this event type."""

@@ -48,15 +48,17 @@ def known_types() -> dict[str, TypeInstaller]:
     # Imported here so that listing the catalog does not import every type's
     # dependencies at module import time.
     from workqueue.types.mr.install import install_mr  # noqa: PLC0415
+    from workqueue.types.trunk.install import install_trunk  # noqa: PLC0415
 
-    return {"mr": install_mr}
+    return {"mr": install_mr, "trunk": install_trunk}
 
 
 def type_config_models() -> dict[str, type[BaseModel]]:
     """Each known type's `handled_types.<name>` section model (for the JSON Schema)."""
     from workqueue.types.mr.config import MRTypeConfig  # noqa: PLC0415 - see known_types
+    from workqueue.types.trunk.config import TrunkTypeConfig  # noqa: PLC0415
 
-    return {"mr": MRTypeConfig}
+    return {"mr": MRTypeConfig, "trunk": TrunkTypeConfig}
 
 
 def build_registry(

@@ -19,6 +19,7 @@ from workqueue.testing.gitlab_simulator import (
     handlers_merge_requests,
     handlers_notes,
     handlers_repository,
+    handlers_trunk,
     handlers_users,
 )
 from workqueue.testing.gitlab_simulator.errors import ApiError, unauthorized
@@ -59,6 +60,7 @@ class Application:
             handlers_merge_requests,
             handlers_notes,
             handlers_ci,
+            handlers_trunk,
             handlers_users,
         ):
             module.register(self.router)

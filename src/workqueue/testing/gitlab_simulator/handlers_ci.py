@@ -15,7 +15,12 @@ from workqueue.testing.gitlab_simulator.ci import (
 from workqueue.testing.gitlab_simulator.entities import job_entity, pipeline_basic, pipeline_entity
 from workqueue.testing.gitlab_simulator.errors import forbidden, param_error
 from workqueue.testing.gitlab_simulator.mergeability import process_auto_merges
-from workqueue.testing.gitlab_simulator.params import bool_param, list_param, str_param
+from workqueue.testing.gitlab_simulator.params import (
+    bool_param,
+    list_param,
+    parse_api_time,
+    str_param,
+)
 from workqueue.testing.gitlab_simulator.routing import (
     Request,
     Response,
@@ -37,6 +42,10 @@ def list_pipelines(state: SimulatorState, request: Request) -> Response:
     status = str_param(params, "status")
     if status is not None:
         found = [p for p in found if pipeline_status(state, p) == status]
+    updated_after = str_param(params, "updated_after")
+    if updated_after is not None:
+        since = parse_api_time(updated_after)
+        found = [p for p in found if p.updated_at >= since]
     descending = (str_param(params, "sort") or "desc") != "asc"
     found.sort(key=lambda p: p.id, reverse=descending)
     return paginate(request, [pipeline_basic(state, p) for p in found])

@@ -110,6 +110,21 @@ class CiHelpers(SimulatorBase):
             pipeline.updated_at = state.now()
             process_auto_merges(state, state.projects[pipeline.project_id])
 
+    def pipeline_ids(self, project: ProjectRef, *, source: str | None = None) -> list[int]:
+        """Ids of the project's pipelines (optionally of one `source`, e.g. `api`), oldest first."""
+        with self._locked() as state:
+            found = self._project(project)
+            return sorted(
+                p.id
+                for p in state.pipelines.values()
+                if p.project_id == found.id and (source is None or p.source == source)
+            )
+
+    def pipeline_variables(self, pipeline_id: int) -> dict[str, str]:
+        """The variables a pipeline was triggered with, key → value."""
+        with self._locked() as state:
+            return {v["key"]: v["value"] for v in state.pipelines[pipeline_id].variables}
+
     def pipeline(self, pipeline_id: int) -> dict[str, Any]:
         with self._locked() as state:
             return pipeline_entity(state, state.pipelines[pipeline_id])

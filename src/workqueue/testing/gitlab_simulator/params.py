@@ -9,6 +9,7 @@ all spellings are accepted.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -70,3 +71,12 @@ def parse_form(text: str) -> dict[str, Any]:
         else:
             result[key] = value
     return result
+
+
+def parse_api_time(value: str) -> datetime:
+    """An ISO 8601 time parameter (`updated_after=2025-03-01T10:00:00Z`); 400 otherwise."""
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise param_error("updated_after is invalid") from None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)

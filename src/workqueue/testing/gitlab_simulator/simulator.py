@@ -248,6 +248,32 @@ class GitLabSimulator(CiHelpers, WebhookHelpers):
             state.set_branch(found, branch, commit.id, author)
             return commit.id
 
+    def force_push(
+        self,
+        project: ProjectRef,
+        branch: str,
+        files: Mapping[str, str | bytes],
+        *,
+        onto: str | None = None,
+        message: str = "Rewritten history",
+        user: str | None = None,
+    ) -> str:
+        """Rewrite `branch` (a force-push): one new commit on `onto` (None: a root commit)
+        holding exactly `files`; the old head is no longer an ancestor. Returns its sha."""
+        with self._locked() as state:
+            found = self._project(project)
+            author = self._user(user, self.human)
+            commit = found.repository.create_commit(
+                tree={path: FileEntry(_as_bytes(data)) for path, data in files.items()},
+                parent_ids=(onto,) if onto else (),
+                message=message,
+                author=author.signature,
+                committer=author.signature,
+                when=state.now(),
+            )
+            state.set_branch(found, branch, commit.id, author)
+            return commit.id
+
     def create_branch(self, project: ProjectRef, branch: str, ref: str | None = None) -> str:
         with self._locked() as state:
             found = self._project(project)

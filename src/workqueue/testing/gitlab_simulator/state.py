@@ -127,6 +127,8 @@ class Pipeline:
     status_override: str | None = None
     job_ids: list[int] = field(default_factory=list)
     name: str | None = None
+    # Variables given when the pipeline was triggered through the API, in order.
+    variables: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass

@@ -316,7 +316,10 @@ def pipeline_hook(state: SimulatorState, pipeline: Pipeline) -> dict[str, Any]:
             "duration": int(duration) if duration is not None else None,
             "queued_duration": None,
             "protected_ref": project.is_protected(pipeline.ref),
-            "variables": [],
+            "variables": [
+                {"key": variable["key"], "value": variable["value"]}
+                for variable in pipeline.variables
+            ],
             "url": f"{web_url}/-/pipelines/{pipeline.id}",
         },
         "merge_request": merge_request,

@@ -1,0 +1,76 @@
+"""The one GitLab pipeline of an admitted head: found if it exists, triggered if not.
+
+GitLab has no idempotency key for `POST /projects/:id/pipeline`, and a worker
+can die between the trigger and the commit that records its id. So before
+every trigger the service looks for a pipeline it already made for the head:
+API pipelines of the branch updated since the admission (minus a clock-skew
+margin) that no head owns yet, whose `WORKQUEUE_TRUNK_REQUEST` variable is the
+head's id. Admission is committed before this runs (a step of its own), so
+the strategy and base a found pipeline carries are always the recorded ones.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy.orm import Session
+
+from workqueue.gitlab.client import GitLabClient
+from workqueue.gitlab.models import PipelineInfo
+from workqueue.types.trunk import repository
+from workqueue.types.trunk.config import TrunkQueueConfig
+from workqueue.types.trunk.models import TrunkWorkItem
+
+REQUEST_VARIABLE = "WORKQUEUE_TRUNK_REQUEST"
+SHA_VARIABLE = "WORKQUEUE_TRUNK_SHA"
+STRATEGY_VARIABLE = "WORKQUEUE_BUILD_STRATEGY"
+BASE_VARIABLE = "WORKQUEUE_BASE_SHA"
+TRIGGER_SOURCE = "api"  # what GitLab records as the source of an API-created pipeline
+# The database's clock (admitted_at) and GitLab's (updated_at) may disagree.
+CLOCK_SKEW = timedelta(minutes=10)
+
+
+def pipeline_variables(item: TrunkWorkItem, queue: TrunkQueueConfig) -> dict[str, str]:
+    """The queue's own variables, then the service's (which the config cannot override)."""
+    return {
+        **queue.variables,
+        REQUEST_VARIABLE: str(item.id),
+        SHA_VARIABLE: item.sha,
+        STRATEGY_VARIABLE: "" if item.build_strategy is None else str(item.build_strategy),
+        BASE_VARIABLE: item.base_sha or "",
+    }
+
+
+def existing_pipeline(
+    session: Session, client: GitLabClient, item: TrunkWorkItem, queue: TrunkQueueConfig
+) -> PipelineInfo | None:
+    """A pipeline already triggered for this head (by a step whose commit was lost)."""
+    if item.admitted_at is None:
+        return None
+    candidates = client.pipelines_since(
+        queue.project,
+        ref=queue.branch,
+        source=TRIGGER_SOURCE,
+        updated_after=item.admitted_at - CLOCK_SKEW,
+    )
+    owned = repository.pipelines_recorded(session, [pipeline.id for pipeline in candidates])
+    for pipeline in candidates:
+        if pipeline.id in owned:
+            continue
+        variables = client.pipeline_variables(queue.project, pipeline.id)
+        if variables.get(REQUEST_VARIABLE) == str(item.id):
+            return pipeline
+    return None
+
+
+def ensure_pipeline(
+    session: Session, client: GitLabClient, item: TrunkWorkItem, queue: TrunkQueueConfig
+) -> tuple[PipelineInfo, bool]:
+    """The head's pipeline and whether it was triggered now (False: found again)."""
+    found = existing_pipeline(session, client, item, queue)
+    if found is not None:
+        return found, False
+    triggered = client.trigger_pipeline(
+        queue.project, ref=queue.branch, variables=pipeline_variables(item, queue)
+    )
+    return triggered, True
