@@ -30,6 +30,7 @@ def build_client(
     rules: tuple[dict[str, Any], ...] = (),
     limits: dict[str, Any] | None = None,
     handled_types: dict[str, Any] | None = None,
+    notifications: dict[str, Any] | None = None,
     **app_options: Any,
 ) -> Iterator[httpx.Client]:
     settings = Settings(
@@ -49,6 +50,7 @@ def build_client(
             "handled_types": (
                 {"mr": {"gitlab_url": simulator.url}} if handled_types is None else handled_types
             ),
+            "notifications": notifications or {},
         }
     )
     app = create_app(
