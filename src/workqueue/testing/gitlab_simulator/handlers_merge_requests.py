@@ -95,9 +95,14 @@ def _ids(request: Request, name: str) -> list[int] | None:
 
 
 def _consume_check(mr: MergeRequest) -> None:
-    # Each API read lets GitLab's async mergeability check make progress.
-    if mr.checks_pending > 0:
+    # Each API read lets GitLab's async mergeability check make progress:
+    # unchecked, then checking, then the approval rules syncing.
+    if mr.unchecked_reads > 0:
+        mr.unchecked_reads -= 1
+    elif mr.checks_pending > 0:
         mr.checks_pending -= 1
+    elif mr.approvals_syncing_reads > 0:
+        mr.approvals_syncing_reads -= 1
 
 
 def create_mr(state: SimulatorState, request: Request) -> Response:

@@ -117,6 +117,8 @@ def approve(
     if mr.state != "opened" or user.id == mr.author.id or user in mr.approved_by:
         raise unauthorized()
     mr.approved_by.append(user)
+    if user in mr.changes_requested_by:
+        mr.changes_requested_by.remove(user)  # approving withdraws the request
     mr.updated_at = state.now()
     state.add_system_note(mr, user, "approved this merge request")
     process_auto_merges(state, project)

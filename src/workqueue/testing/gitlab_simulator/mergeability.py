@@ -1,7 +1,10 @@
 """Merge request mergeability, merging, rebasing and auto-merge.
 
 The checks follow `MergeRequest.mergeable_state_checks` (open, draft, commits,
-CI) plus EE's approval check, then the git checks (`conflict`, `need_rebase`).
+discussions, CI) plus EE's approval, requested-changes and other checks, then the
+git checks (`conflict`, `need_rebase`). Before any of them, an MR still being
+prepared or checked reports `preparing`, `unchecked`, `checking` or
+`approvals_syncing`.
 The merge endpoint answers 405 when a state check fails and 422 when only a git
 check fails, as `lib/api/merge_requests.rb` does.
 
@@ -50,11 +53,20 @@ def state_check(
     target = repo.branches.get(mr.target_branch)
     if source is None or target is None or repo.is_ancestor(source, target):
         return "commits_status"
+    if project.only_allow_merge_if_all_discussions_are_resolved and mr.unresolved_discussions:
+        return "discussions_not_resolved"
     if not skip_ci and (failure := ci_check(state, project, mr)) is not None:
         return failure
+    return review_check(project, mr)
+
+
+def review_check(project: Project, mr: MergeRequest) -> str | None:
+    """EE's checks after CI: approvals, requested changes, then anything not modelled."""
     if len(mr.approved_by) < project.approvals_required:
         return "not_approved"
-    return None
+    if mr.changes_requested_by:
+        return "requested_changes"
+    return mr.blocked_status
 
 
 def git_check(project: Project, mr: MergeRequest) -> str | None:
@@ -85,8 +97,12 @@ def conflicting_paths(project: Project, mr: MergeRequest) -> list[str]:
 def detailed_merge_status(state: SimulatorState, project: Project, mr: MergeRequest) -> str:
     if mr.state == "opened" and mr.prepared_at is None:
         return "preparing"
+    if mr.state == "opened" and mr.unchecked_reads > 0:
+        return "unchecked"
     if mr.state == "opened" and mr.checks_pending > 0:
         return "checking"
+    if mr.state == "opened" and mr.approvals_syncing_reads > 0:
+        return "approvals_syncing"
     return state_check(state, project, mr) or git_check(project, mr) or "mergeable"
 
 

@@ -21,6 +21,7 @@ from workqueue.testing.gitlab_simulator.faults import FaultInjector, FaultRule, 
 from workqueue.testing.gitlab_simulator.handlers_notes import approve, unapprove
 from workqueue.testing.gitlab_simulator.helpers_base import ProjectRef
 from workqueue.testing.gitlab_simulator.helpers_ci import CiHelpers
+from workqueue.testing.gitlab_simulator.helpers_mergeability import MergeabilityHelpers
 from workqueue.testing.gitlab_simulator.helpers_webhooks import WebhookHelpers
 from workqueue.testing.gitlab_simulator.mergeability import (
     conflicting_paths,
@@ -42,7 +43,7 @@ def _as_bytes(content: str | bytes) -> bytes:
     return content.encode("utf-8") if isinstance(content, str) else content
 
 
-class GitLabSimulator(CiHelpers, WebhookHelpers):
+class GitLabSimulator(CiHelpers, MergeabilityHelpers, WebhookHelpers):
     """A simulated GitLab (REST v4 subset) for tests, benchmarks and demos.
 
     `token` authenticates as the bot user (`bot_username`); a second user, `ada`,
@@ -150,6 +151,7 @@ class GitLabSimulator(CiHelpers, WebhookHelpers):
         merge_method: str = "merge",
         reset_approvals_on_push: bool = True,
         protected_branches: Iterable[str] = (),
+        only_allow_merge_if_all_discussions_are_resolved: bool = False,
     ) -> int:
         """Create a project (with one initial commit when `files` is given); returns its id."""
         if merge_method not in MERGE_METHODS:
@@ -169,6 +171,9 @@ class GitLabSimulator(CiHelpers, WebhookHelpers):
                 merge_method=merge_method,
                 reset_approvals_on_push=reset_approvals_on_push,
                 protected_branches=list(protected_branches),
+                only_allow_merge_if_all_discussions_are_resolved=(
+                    only_allow_merge_if_all_discussions_are_resolved
+                ),
             )
             state.projects[project.id] = project
         if files is not None:

@@ -85,6 +85,15 @@ class MergeRequest:
     prepared_at: datetime | None = None
     # API reads left that report `checking` (see GitLabSimulator's `checking_reads`).
     checks_pending: int = 0
+    # API reads left that report `unchecked` / `approvals_syncing` (MergeabilityHelpers).
+    unchecked_reads: int = 0
+    approvals_syncing_reads: int = 0
+    # Reviewers who requested changes; their approval withdraws the request.
+    changes_requested_by: list[User] = field(default_factory=list)
+    unresolved_discussions: int = 0
+    # A check the simulator does not model itself (merge_request_blocked,
+    # jira_association_missing, status_checks_must_pass, ...), reported as is.
+    blocked_status: str | None = None
 
     @property
     def draft(self) -> bool:
@@ -142,6 +151,7 @@ class Project:
     only_allow_merge_if_pipeline_succeeds: bool = False
     allow_merge_on_skipped_pipeline: bool = False
     approvals_required: int = 0
+    only_allow_merge_if_all_discussions_are_resolved: bool = False
     merge_method: str = "merge"
     reset_approvals_on_push: bool = True
     protected_branches: list[str] = field(default_factory=list)
