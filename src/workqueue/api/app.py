@@ -19,6 +19,7 @@ from workqueue.api import (
     item_history,
     metrics,
     mr_routes,
+    trunk_routes,
     webhooks,
     work_items,
 )
@@ -150,6 +151,7 @@ def create_app(
         health.router,
         metrics.router,
         mr_routes.router,
+        trunk_routes.router,
         webhooks.router,
         item_history.router,
         work_items.router,

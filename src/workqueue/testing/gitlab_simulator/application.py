@@ -116,7 +116,10 @@ class Application:
         if rule is not None and rule.latency > 0:
             time.sleep(rule.latency)
         if rule is None or (rule.status is None and not rule.disconnect):
-            return self._logged(self._run(route, request), record)
+            response = self._run(route, request)
+            if rule is not None and rule.latency_after > 0:
+                time.sleep(rule.latency_after)  # applied, but the answer is late
+            return self._logged(response, record)
         record["fault"] = True
         if rule.after_apply:
             self._run(route, request)

@@ -34,6 +34,9 @@ class FaultRule:
     status: int | None = 500
     times: int | None = 1
     latency: float = 0.0
+    # With status None: apply the request, then wait this long before answering
+    # (a client killed meanwhile never learns what it did).
+    latency_after: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
     body: Any = None
     after_apply: bool = False
@@ -85,8 +88,10 @@ class FaultInjector:
         body: Any = None,
         after_apply: bool = False,
         disconnect: bool = False,
+        latency_after: float = 0.0,
     ) -> FaultRule:
-        """Add a rule. `status=None` with `latency` only slows the call down."""
+        """Add a rule. `status=None` with `latency` only slows the call down; with
+        `latency_after` the call takes effect first and its answer comes late."""
         method = method.upper()
         if route != ANY and not any(
             known.endswith(f" {route}") and (method == ANY or known.startswith(f"{method} "))
@@ -99,6 +104,7 @@ class FaultInjector:
             status=status,
             times=times,
             latency=latency,
+            latency_after=latency_after,
             headers=dict(headers or {}),
             body=body,
             after_apply=after_apply,

@@ -1,0 +1,201 @@
+"""Routes of the `trunk` type: manual ingest of a landed head, and the queues' state."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Response
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from sqlalchemy.orm import Session
+
+from workqueue.api.deps import (
+    CallerDep,
+    FilterText,
+    Runtime,
+    RuntimeDep,
+    require,
+    require_on_project,
+)
+from workqueue.api.quotas import enforce_submission_rate, resolve_project_path
+from workqueue.api.schemas import SubmitResponse, error_responses, item_body
+from workqueue.auth.projects import path_matches
+from workqueue.db.transactions import run_in_transaction
+from workqueue.queue import read_repository
+from workqueue.queue.audit import AuditEntry
+from workqueue.queue.read_repository import VisibilityGrant
+from workqueue.types.trunk import repository as trunk_repository
+from workqueue.types.trunk.config import TrunkTypeConfig
+from workqueue.types.trunk.ingest import Submitter, ingest_head
+from workqueue.types.trunk.models import TRUNK_ITEM_TYPE
+
+router = APIRouter(tags=["trunk"])
+
+_Text = Annotated[str, StringConstraints(min_length=1, max_length=1024, pattern=r"^[^\x00]*$")]
+
+
+class TrunkHeadCreate(BaseModel):
+    """A landed head to validate, as a Push Hook would report it."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    project: _Text = Field(description="the queue's project (path, or numeric id as a string)")
+    branch: _Text = Field(description="the queue's branch")
+    sha: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}$")] = Field(
+        description="the full 40-hex commit sha of the head"
+    )
+
+
+class TrunkQueueBody(BaseModel):
+    name: str
+    project: str
+    branch: str
+    max_concurrent: int
+    in_flight: int
+    last_green_sha: str | None
+    last_green_item_id: str | None
+    latest_item_id: str | None
+
+
+class TrunkQueuePage(BaseModel):
+    items: list[TrunkQueueBody]
+    next_cursor: str | None = None
+
+
+def _trunk_config(runtime: Runtime) -> TrunkTypeConfig:
+    if TRUNK_ITEM_TYPE not in runtime.registry:
+        raise HTTPException(status_code=404, detail="this service does not handle trunk items")
+    config = runtime.registry.get(TRUNK_ITEM_TYPE).config
+    assert isinstance(config, TrunkTypeConfig)  # noqa: S101 - set by install_trunk
+    return config
+
+
+@router.post(
+    "/api/work-items/trunk",
+    status_code=201,
+    response_model=SubmitResponse,
+    responses={
+        200: {"model": SubmitResponse, "description": "the head is known: its item"},
+        **error_responses(
+            401,
+            403,
+            404,
+            408,
+            413,
+            429,
+            descriptions={404: "This service does not handle trunk items"},
+        ),
+    },
+)
+def ingest(
+    body: TrunkHeadCreate, response: Response, runtime: RuntimeDep, caller: CallerDep
+) -> SubmitResponse:
+    """Ingest a landed head by hand: 201 with a new item, 200 with the existing one."""
+    config = _trunk_config(runtime)
+    require(runtime, caller, "submit", TRUNK_ITEM_TYPE)
+    enforce_submission_rate(runtime, caller)
+    project_path = resolve_project_path(runtime, TRUNK_ITEM_TYPE, body.project)
+    require_on_project(
+        runtime, caller, "submit", TRUNK_ITEM_TYPE, project_path, shown_as=body.project
+    )
+    queue = config.queue(project_path, body.branch) or config.queue(body.project, body.branch)
+    if queue is None:
+        raise RequestValidationError(
+            [
+                {
+                    "loc": ("body", "branch"),
+                    "msg": f"no trunk queue is configured for {body.project} branch {body.branch}",
+                    "type": "value_error",
+                    "input": body.branch,
+                }
+            ]
+        )
+    submitter = Submitter(issuer=caller.issuer_key, identity=caller.identity)
+
+    def work(session: Session) -> SubmitResponse:
+        outcome = ingest_head(session, queue, body.sha, submitter=submitter)
+        session.refresh(outcome.item)
+        dimensions = read_repository.dimensions_of(session, [outcome.item.id])[outcome.item.id]
+        return SubmitResponse(
+            **item_body(outcome.item, dimensions).model_dump(),
+            outcome="created" if outcome.created else "unchanged",
+        )
+
+    answer = run_in_transaction(runtime.sessions, work)
+    response.status_code = 201 if answer.outcome == "created" else 200
+    if answer.outcome == "created":
+        runtime.manager.notify(answer.id)
+    runtime.audit.write(
+        AuditEntry(
+            event_type="item_submitted",
+            work_item_id=answer.id,
+            item_type=TRUNK_ITEM_TYPE,
+            actor=caller.identity,
+            after={"phase": answer.phase},
+            details={"outcome": answer.outcome, "queue": queue.name, "sha": body.sha},
+        )
+    )
+    return answer
+
+
+@router.get(
+    "/api/trunk/queues",
+    response_model=TrunkQueuePage,
+    responses=error_responses(
+        401, 403, 404, descriptions={404: "This service does not handle trunk items"}
+    ),
+)
+def list_queues(
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    project: FilterText = None,
+    branch: FilterText = None,
+) -> TrunkQueuePage:
+    """The configured queues the caller may read, with their slots and last green head."""
+    config = _trunk_config(runtime)
+    require(runtime, caller, "read", TRUNK_ITEM_TYPE)
+    grants = runtime.gatekeeper.visibility(caller, "read")
+    queues = [
+        queue
+        for queue in config.queues
+        if (project is None or queue.project == project)
+        and (branch is None or queue.branch == branch)
+        and _visible(grants, queue.project)
+    ]
+    rows = run_in_transaction(
+        runtime.sessions,
+        lambda session: trunk_repository.queue_rows(session, [q.name for q in queues]),
+    )
+    items = []
+    for queue in queues:
+        row = rows.get(queue.name)
+        items.append(
+            TrunkQueueBody(
+                name=queue.name,
+                project=queue.project,
+                branch=queue.branch,
+                max_concurrent=queue.max_concurrent,
+                in_flight=0 if row is None else row.in_flight,
+                last_green_sha=None if row is None else row.last_green_sha,
+                last_green_item_id=_text(None if row is None else row.last_green_item_id),
+                latest_item_id=_text(None if row is None else row.latest_item_id),
+            )
+        )
+    return TrunkQueuePage(items=items)
+
+
+def _visible(grants: Sequence[VisibilityGrant], project: str) -> bool:
+    """Whether a read grant reaches trunk items of this project (as lists are scoped)."""
+    for grant in grants:
+        if grant.item_types is not None and TRUNK_ITEM_TYPE not in grant.item_types:
+            continue
+        if grant.project_regexes is None:
+            return True
+        if path_matches(grant.project_regexes, project):
+            return True
+    return False
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
