@@ -23,6 +23,7 @@ from workqueue.api import (
     webhooks,
     work_items,
 )
+from workqueue.api.attention_routes import router as attention_router
 from workqueue.api.authentication import API_PREFIX, AuthenticateFirst
 from workqueue.api.deps import Gatekeeper, Runtime
 from workqueue.api.gatekeeper import build_gatekeeper
@@ -31,6 +32,7 @@ from workqueue.api.metrics import ServiceMetrics
 from workqueue.api.sqs_consumer import SqsEventConsumer, build_sqs_consumer, sqs_location
 from workqueue.api.strict_json import StrictJSONBodies
 from workqueue.api.validation_errors import validation_error_answer
+from workqueue.attention.reconciler import AttentionReconciler
 from workqueue.config import ServiceConfig
 from workqueue.db.engine import build_engine, build_sessions
 from workqueue.db.url import libpq_conninfo, normalize_database_url
@@ -53,7 +55,7 @@ EXTRA_CONNECTIONS = 8
 AUTHENTICATES_ITSELF = frozenset({("POST", webhooks.WEBHOOK_PATH), ("GET", "/api/work-items/me")})
 
 
-def create_app(
+def create_app(  # noqa: PLR0915 - the one place everything is wired
     settings: Settings,
     config: ServiceConfig,
     *,
@@ -94,6 +96,15 @@ def create_app(
         sessions = build_sessions(engine)
         # Before any processing: every session's emit() must reach the subscribers.
         deliveries = _notification_worker(config, sessions, libpq_conninfo(url), audit)
+        # Keeps the attention queues; told by the engine about every committed change.
+        attention = AttentionReconciler(
+            sessions=sessions,
+            registry=registry,
+            rules=config.attention.queues,
+            audit=audit,
+            listen_conninfo=libpq_conninfo(url),
+        )
+        app.state.attention = attention
         manager = ProcessingManager(
             sessions=sessions,
             registry=registry,
@@ -102,6 +113,7 @@ def create_app(
             audit=audit,
             listen_conninfo=libpq_conninfo(url),
             observer=observability.engine_observer(service_metrics),
+            on_item_committed=attention.item_changed,
         )
         app.state.runtime = Runtime(engine, sessions, registry, manager, audit, gate)
         consumer = build_sqs_consumer(
@@ -112,6 +124,7 @@ def create_app(
             metrics=service_metrics,
         )
         manager.start()
+        attention.start()
         if consumer is not None:
             consumer.start()
         deliveries.start()  # does nothing without subscribers
@@ -119,6 +132,7 @@ def create_app(
             yield
         finally:
             _stop_background(consumer, manager, deliveries)
+            attention.stop(timeout=30)
             audit.close()
             gate.close()
             engine.dispose()
@@ -153,6 +167,7 @@ def create_app(
         mr_routes.router,
         trunk_routes.router,
         webhooks.router,
+        attention_router,
         item_history.router,
         work_items.router,
     ):

@@ -26,7 +26,7 @@ def _as_strings(value: Any) -> Any:
         elif isinstance(one, int | float | str):
             converted.append(str(one))
         else:
-            raise ValueError("match values are strings or lists of strings")
+            raise TypeError("match values are strings or lists of strings")
     return converted
 
 
@@ -41,8 +41,8 @@ class QueueRule(BaseModel):
         default_factory=dict,
         description="AND over keys; a list matches any of its values; {} adds nothing",
     )
-    prune: bool = Field(False, description="remove members once they stop matching")
-    enabled: bool = Field(True, description="false: the rule adds and prunes nothing")
+    prune: bool = Field(default=False, description="remove members once they stop matching")
+    enabled: bool = Field(default=True, description="false: the rule adds and prunes nothing")
 
     @field_validator("match", mode="before")
     @classmethod

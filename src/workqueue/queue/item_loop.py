@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -31,6 +32,9 @@ from workqueue.queue.registry import Action, ItemTypeRegistration, TypeRegistry
 logger = logging.getLogger(__name__)
 
 MAX_ERROR_LENGTH = 4000
+
+ItemCommitted = Callable[[uuid.UUID, str | None], None]
+"""Told (item id, project path) after a commit that changed the item; must not raise."""
 
 
 class DatabaseUnavailableError(Exception):
@@ -74,6 +78,8 @@ class _StepState:
     action_started: float | None = None  # monotonic
     action_seconds: float = 0.0
     events: list[tuple[str, str]] = field(default_factory=list)  # (event type, outcome)
+    loaded: bool = False  # the snapshot was read: project_path is the item's
+    project_path: str | None = None
     failed_by_executor: bool = False  # `ExecutionContext.fail`: keep the item's error
 
     def wake_within(self, seconds: float) -> None:
@@ -92,12 +98,14 @@ class ItemLoop:
         config: ProcessingConfig,
         audit: AuditLog,
         observer: EngineObserver | None = None,
+        on_committed: ItemCommitted | None = None,
     ) -> None:
         self._sessions = sessions
         self._registry = registry
         self._config = config
         self._audit = audit
         self._observer = observer or EngineObserver()
+        self._on_committed = on_committed
 
     def run(
         self,
@@ -164,7 +172,26 @@ class ItemLoop:
                     raise
         self._audit.write_all(state.audit, stored=stored)
         self._report(claim.item_type, state, "succeeded")
+        if state.action is not None or state.events:
+            self._committed(claim, state)
         return result
+
+    def _committed(self, claim: repository.Claim, state: _StepState) -> None:
+        """Tell the post-commit listener (attention queues) which item changed, and where."""
+        if self._on_committed is None:
+            return
+        project = state.project_path
+        if not state.loaded:
+            # Failed before its snapshot was read (rare): look the project up.
+            with self._sessions() as session:
+                item = session.get(WorkItem, claim.item_id)
+                if item is None:
+                    return
+                project = item.project_path
+        try:
+            self._on_committed(claim.item_id, project)
+        except Exception:
+            logger.exception("post-commit listener failed for %s", claim.item_id)
 
     def _report(self, item_type: str, state: _StepState, outcome: str) -> None:
         for event_type, event_outcome in state.events:
@@ -185,6 +212,7 @@ class ItemLoop:
         if item.lease_token != claim.lease_token:
             raise LeaseLostError(str(claim.item_id))
         seen_updated_at = item.updated_at
+        state.loaded, state.project_path = True, item.project_path
         phase_before = item.phase
         dimensions = Dimensions(snapshot.dimensions, now)
 
@@ -374,6 +402,7 @@ class ItemLoop:
                 )
             )
         self._audit.write_all(entries)
+        self._committed(claim, state)
         return _StepResult.FAILED
 
     def _release(self, claim: repository.Claim) -> ClaimOutcome:

@@ -29,7 +29,7 @@ from workqueue.db.errors import is_database_unavailable
 from workqueue.queue import ingest, repository
 from workqueue.queue.audit import AuditLog
 from workqueue.queue.config import ProcessingConfig
-from workqueue.queue.item_loop import ClaimOutcome, ClaimResult, ItemLoop
+from workqueue.queue.item_loop import ClaimOutcome, ClaimResult, ItemCommitted, ItemLoop
 from workqueue.queue.listener import WakeListener
 from workqueue.queue.observer import EngineObserver
 from workqueue.queue.registry import TypeRegistry
@@ -70,6 +70,7 @@ class ProcessingManager:
         audit: AuditLog | None = None,
         listen_conninfo: str | None = None,
         observer: EngineObserver | None = None,
+        on_item_committed: ItemCommitted | None = None,
     ) -> None:
         unknown = set(handled_types) - registry.item_types
         if unknown:
@@ -85,7 +86,9 @@ class ProcessingManager:
             config=config,
             audit=self._audit,
             observer=self._observer,
+            on_committed=on_item_committed,
         )
+        self._on_item_committed = on_item_committed
         prefetch = max(config.workers, MIN_PREFETCH)
         self._capacity = config.workers + prefetch
         # Refill the prefetch queue in batches rather than one claim per finished item.
@@ -139,6 +142,11 @@ class ProcessingManager:
         with self._lock:
             self._requested.add(item_id)
         self._wake.set()
+
+    def report_change(self, item_id: uuid.UUID, project_path: str | None) -> None:
+        """An item changed outside the engine (a request's commit): tell the change listener."""
+        if self._on_item_committed is not None:
+            self._on_item_committed(item_id, project_path)
 
     def sweep(self) -> None:
         """Run the safety sweep at the next opportunity."""

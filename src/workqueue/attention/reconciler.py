@@ -1,0 +1,332 @@
+"""The attention reconciler: a quiet, scoped worker that keeps queue memberships.
+
+Lifecycle (see docs/explanation/architecture.md, "Attention queues"):
+
+* producers — the engine after each committed step (`item_changed`), rule
+  changes (`apply_rules`), the API's manual changes — wake only their scope,
+  the item's project; other replicas hear of it through NOTIFY;
+* a pass claims its scope with a transaction advisory lock (two replicas
+  never reconcile one scope at once), reads at most `page_size` items after
+  the cycle's cursor and up to its fixed upper id, and re-checks and writes
+  each item that needs a change under its lock;
+* `ScopeBoard` decides what runs when: continuation after 1 s while pages or
+  newer signals remain, backoff 1 s → 60 s for a failing scope;
+* reconciled, a scope is forgotten: the thread sleeps with no timer and the
+  replica sends no SQL until the next signal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+
+import psycopg
+import sqlalchemy as sa
+from sqlalchemy.orm import Session, sessionmaker
+
+from workqueue.attention import repository, writer
+from workqueue.attention.config import QueueRule
+from workqueue.attention.details import DetailReaders, DetailsReader
+from workqueue.attention.scopes import Clock, MonotonicClock, Scope, ScopeBoard
+from workqueue.db.transactions import run_in_transaction
+from workqueue.queue.audit import AuditLog
+from workqueue.queue.registry import TypeRegistry
+
+logger = logging.getLogger(__name__)
+
+CHANNEL = "workqueue_attention"
+PAGE_SIZE = 100
+# Scope claims use the two-key advisory lock space, apart from the engine's
+# one-key item locks; the first key says "attention scope".
+_SCOPE_LOCK_CLASS = 0x4154
+
+
+def scope_lock_key(scope: Scope) -> int:
+    digest = hashlib.sha256(b"\0" if scope is None else b"p" + scope.encode()).digest()
+    return int.from_bytes(digest[:4], "big", signed=True)
+
+
+def encode_scope(scope: Scope) -> str:
+    return "n" if scope is None else f"p{scope}"
+
+
+def decode_scope(text: str) -> Scope:
+    return None if text == "n" else text[1:]
+
+
+class AttentionReconciler:
+    def __init__(
+        self,
+        *,
+        sessions: sessionmaker[Session],
+        registry: TypeRegistry,
+        rules: Sequence[QueueRule],
+        audit: AuditLog | None = None,
+        clock: Clock | None = None,
+        listen_conninfo: str | None = None,
+        page_size: int = PAGE_SIZE,
+        continuation_seconds: float = 1.0,
+        backoff_initial_seconds: float = 1.0,
+        backoff_max_seconds: float = 60.0,
+        detail_readers: Mapping[str, DetailsReader] | None = None,
+        before_page: Callable[[Scope], None] | None = None,
+        before_row: Callable[[uuid.UUID], None] | None = None,
+    ) -> None:
+        self._sessions = sessions
+        self._rules = list(rules)
+        self._audit = audit or AuditLog()
+        self._clock = clock or MonotonicClock()
+        self._page_size = page_size
+        self.readers = DetailReaders.from_registry(registry, detail_readers)
+        self.board = ScopeBoard(
+            self._clock,
+            continuation_seconds=continuation_seconds,
+            backoff_initial_seconds=backoff_initial_seconds,
+            backoff_max_seconds=backoff_max_seconds,
+        )
+        # Test seams: raise to make a page or a row fail.
+        self.before_page = before_page
+        self.before_row = before_row
+        self.replica = uuid.uuid4().hex[:12]
+        self._outgoing: set[Scope] = set()
+        self._outgoing_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._listener = (
+            _ScopeListener(listen_conninfo, self._on_notify, self._on_listener_connected)
+            if listen_conninfo
+            else None
+        )
+        self.listening = threading.Event()  # set once LISTEN is in effect
+
+    # -- producers -------------------------------------------------------------
+
+    def item_changed(self, item_id: uuid.UUID, project: str | None) -> None:  # noqa: ARG002
+        """An item's change committed (engine or API): wake its scope here and elsewhere.
+
+        The id is part of the engine's contract; scopes are whole projects.
+        """
+        self.board.signal(project)
+        if self._listener is not None:
+            with self._outgoing_lock:
+                self._outgoing.add(project)
+        self._wake.set()
+
+    def signal(self, scope: Scope) -> None:
+        self.board.signal(scope)
+        self._wake.set()
+
+    def apply_rules(self, rules: Sequence[QueueRule] | None = None, *, wake: bool = True) -> None:
+        """Store the rules (config load or reload); every scope is owed a cycle after a change."""
+        if rules is not None:
+            self._rules = list(rules)
+        run_in_transaction(self._sessions, lambda s: repository.sync_queues(s, self._rules))
+        if wake:
+            self.wake_all()
+
+    def wake_all(self) -> None:
+        """Startup and rule changes: every project with items is reconstructed."""
+        with self._sessions() as session:
+            scopes = repository.all_scopes(session)
+        for scope in scopes:
+            self.board.signal(scope)
+        self._wake.set()
+
+    # -- running ----------------------------------------------------------------
+
+    def start(self) -> None:
+        """Sync the rules, wake every scope (startup reconstruction), run in a thread.
+
+        With a listener, the wake-up follows each (re)connection instead: a
+        change committed elsewhere before LISTEN took effect is then still seen.
+        """
+        self.apply_rules(wake=self._listener is None)
+        self._thread = threading.Thread(
+            target=self._run_forever, name="workqueue-attention", daemon=True
+        )
+        self._thread.start()
+        if self._listener is not None:
+            self._listener.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop between rows; a transaction in flight commits what it did, then the thread ends."""
+        self._stopping.set()
+        self._wake.set()
+        if self._listener is not None:
+            self._listener.stop()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    def _run_forever(self) -> None:
+        while not self._stopping.is_set():
+            due_at = self.board.next_due_at()
+            timeout = None if due_at is None else max(due_at - self._clock.now(), 0.0)
+            self._wake.wait(timeout)
+            self._wake.clear()
+            try:
+                self.run_due()
+            except Exception:  # pragma: no cover - run_due contains its failures
+                logger.exception("attention reconciler error")
+                self._stopping.wait(1.0)
+
+    def run_due(self) -> int:
+        """One pass for each scope that is due now; returns the number of passes."""
+        self._send_signals()
+        passes = 0
+        for scope in self.board.due():
+            if self._stopping.is_set():
+                break
+            self.run_pass(scope)
+            passes += 1
+        return passes
+
+    def run_pass(self, scope: Scope) -> None:
+        cycle = self.board.begin(scope)
+        entries = []
+        try:
+            with self._sessions() as session:
+                if not _claim_scope(session, scope):
+                    session.rollback()
+                    self.board.busy(scope)
+                    return
+                if self.before_page is not None:
+                    self.before_page(scope)
+                if not cycle.upper_known:
+                    cycle.upper = repository.scope_upper_id(session, scope)
+                    cycle.upper_known = True
+                rows = []
+                if cycle.upper is not None:
+                    rows = repository.scope_page(
+                        session,
+                        scope,
+                        after=cycle.cursor,
+                        upper=cycle.upper,
+                        limit=self._page_size + 1,
+                    )
+                complete = len(rows) <= self._page_size
+                rows = rows[: self._page_size]
+                outcome = self._write_page(session, rows)
+                session.commit()
+                entries = outcome.audit
+        except Exception as error:
+            logger.warning("attention: pass over %r failed: %s", scope, error)
+            self.board.pass_failed(scope)
+            return
+        self._audit.write_all(entries)
+        if outcome.stopped:
+            return  # shutdown: the rest of the page is found again at startup
+        if rows:
+            cycle.cursor = rows[-1].id
+        self.board.page_done(
+            scope, rows=len(rows), row_failures=len(outcome.failed), complete=complete
+        )
+
+    def _write_page(self, session: Session, rows: list[repository.ItemRow]) -> writer.RowsOutcome:
+        queues = [queue for queue in repository.served_queues(session) if queue.enabled]
+        if not rows or not queues:
+            return writer.RowsOutcome()
+        facts = writer.load_facts(session, self.readers, queues, rows)
+        memberships = repository.memberships_of_items(session, [row.id for row in rows])
+        owed = [item.id for item in facts if writer.plan(queues, item, memberships)]
+        if not owed:
+            return writer.RowsOutcome()
+        return writer.reconcile_items(
+            session,
+            self.readers,
+            [queue.id for queue in queues],
+            owed,
+            should_stop=self._stopping.is_set,
+            check_row=self.before_row,
+        )
+
+    # -- other replicas ---------------------------------------------------------
+
+    def _send_signals(self) -> None:
+        with self._outgoing_lock:
+            scopes, self._outgoing = self._outgoing, set()
+        if not scopes:
+            return
+        payloads = [f"{self.replica}|{encode_scope(scope)}" for scope in scopes]
+        try:
+            with self._sessions() as session:
+                session.execute(
+                    sa.text(
+                        "SELECT pg_notify(:channel, payload) "
+                        "FROM unnest(CAST(:payloads AS text[])) AS payload"
+                    ),
+                    {"channel": CHANNEL, "payloads": payloads},
+                )
+                session.commit()
+        except Exception as error:
+            # The scope is served here anyway; other replicas catch up on their
+            # listener's next (re)connection.
+            logger.warning("attention: could not tell other replicas: %s", error)
+
+    def _on_notify(self, payload: str) -> None:
+        sender, _, scope = payload.partition("|")
+        if sender != self.replica and scope:
+            self.signal(decode_scope(scope))
+
+    def _on_listener_connected(self) -> None:
+        # Signals sent while we were not listening were lost: catch up.
+        try:
+            self.wake_all()
+        except Exception as error:
+            logger.warning("attention: could not wake all scopes: %s", error)
+        self.listening.set()
+
+
+def _claim_scope(session: Session, scope: Scope) -> bool:
+    """Held until the pass's transaction ends; False when another replica holds the scope."""
+    claimed: bool = session.execute(
+        sa.text("SELECT pg_try_advisory_xact_lock(:class_key, :scope_key)"),
+        {"class_key": _SCOPE_LOCK_CLASS, "scope_key": scope_lock_key(scope)},
+    ).scalar_one()
+    return claimed
+
+
+class _ScopeListener:
+    """LISTEN on the attention channel; an idle listener only blocks on its socket."""
+
+    def __init__(
+        self, conninfo: str, on_notify: Callable[[str], None], on_connected: Callable[[], None]
+    ) -> None:
+        self._conninfo = conninfo
+        self._on_notify = on_notify
+        self._on_connected = on_connected
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="attention-listen", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        delay = 0.2
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(self._conninfo, autocommit=True) as connection:
+                    connection.execute(f"LISTEN {CHANNEL}")
+                    delay = 0.2
+                    self._on_connected()
+                    while not self._stop.is_set():
+                        for notification in connection.notifies(timeout=0.5):
+                            self._on_notify(notification.payload)
+            except psycopg.Error as error:
+                if self._stop.is_set():
+                    return
+                logger.warning("attention listener lost its connection (%s); retrying", error)
+                self._stop.wait(delay)
+                delay = min(delay * 2, 10.0)
