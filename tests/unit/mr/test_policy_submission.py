@@ -175,6 +175,10 @@ LABEL_CASES = [
     (["bad\ud800"], [(("body", "labels", 0), "invalid_unicode")]),
     (["l" * 255], []),
     (["ok", "l" * 256], [(("body", "labels", 1), "too_long")]),
+    ([f"l{n}" for n in range(50)], []),
+    # Over max_labels (50): one violation for the list, not one per label.
+    ([f"l{n}" for n in range(51)], [(("body", "labels"), "too_many_labels")]),
+    (["a,b"] * 60, [(("body", "labels"), "too_many_labels")]),
 ]
 
 

@@ -150,6 +150,10 @@ class CIRetryConfig(BaseModel):
         return value
 
 
+# The request schema refuses longer label lists before any policy runs.
+MAX_LABELS_CEILING = 1000
+
+
 class MRTypeConfig(BaseModel):
     """Limits and policy of the `mr` type. Byte counts are of decoded content / UTF-8."""
 
@@ -194,6 +198,13 @@ class MRTypeConfig(BaseModel):
     )
     max_label_chars: int = Field(
         255, ge=1, description="length of one label in characters (GitLab's own limit is 255)"
+    )
+    max_labels: int = Field(
+        50,
+        ge=0,
+        le=MAX_LABELS_CEILING,
+        description="labels per submission: each unknown label becomes a project label on "
+        "GitLab, created as the service's user",
     )
     source_branch_prefix: str = Field(
         DEFAULT_SOURCE_BRANCH_PREFIX,

@@ -8,12 +8,11 @@ DDR-14); nothing here retries on its own.
 
 from __future__ import annotations
 
-import uuid
+import enum
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any, cast
 
-import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from workqueue.gitlab.client import GitLabClient
@@ -23,6 +22,7 @@ from workqueue.queue.context import ExecutionContext
 from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.errors import PermanentError
 from workqueue.queue.models import DimensionStatus, Phase, WorkItem
+from workqueue.types.mr import repository as mr_repository
 from workqueue.types.mr.authorship import (
     BranchMRs,
     is_own_head,
@@ -40,6 +40,14 @@ EMPTY_DIFF_NOTE = (
     "Closing: the target branch already contains these changes, so this merge "
     "request would be empty. (workqueue-service)"
 )
+
+
+class _Branch(enum.Enum):
+    """What ensure_mr found at the source branch before pushing."""
+
+    ABSENT = "absent"  # no such branch: the service may create it
+    OURS = "ours"  # its head is the service's commit for this owner's item
+    FOREIGN_RECORDED = "foreign"  # someone else's head, recorded in this step
 
 
 class MRExecutors:
@@ -82,11 +90,14 @@ class MRExecutors:
         gitlab = self._gitlab
         project = gitlab.project(item.project)
         target = _checked_target(item, project)
-        if not self._branch_is_ours(context, item):
+        branch = self._branch_state(context, item)
+        if branch is _Branch.FOREIGN_RECORDED:
             # The foreign head is recorded in this step; needs_mr stays raised,
             # so the next step fails the item through the engine (PermanentError).
             return
         branch_mrs = self._branch_mrs(item, project, target)
+        if branch is _Branch.ABSENT:
+            self._refuse_strangers_mrs(context, item, branch_mrs)
 
         commit = gitlab.commit(
             item.project,
@@ -125,11 +136,12 @@ class MRExecutors:
         context.defer(MRDimension.NEEDS_EMPTY_CHECK, self._empty_check_interval)
         context.audit("mr_ensured", mr_iid=merge_request.iid, sha=commit.sha)
 
-    def _branch_is_ours(self, context: ExecutionContext, item: MRWorkItem) -> bool:
-        """True: the service may push (no branch, or its own head). False: a foreign
-        head was just recorded. Raises when the recorded foreign head is still there."""
+    def _branch_state(self, context: ExecutionContext, item: MRWorkItem) -> _Branch:
+        """ABSENT or OURS: the service may push. FOREIGN_RECORDED: a foreign head was
+        just recorded. Raises when the recorded foreign head is still there."""
         head = self._gitlab.branch(item.project, item.source_branch)
-        if head is None or head.sha == item.mr_sha or self._stamped_by_us(context, item, head):
+        ours = head is None or head.sha == item.mr_sha or self._stamped_by_us(context, item, head)
+        if ours:
             if item.foreign_head_sha is not None:
                 context.audit(
                     "mr_branch_reclaimed",
@@ -138,7 +150,8 @@ class MRExecutors:
                     branch=item.source_branch,
                 )
                 item.foreign_head_sha = None
-            return True
+            return _Branch.ABSENT if head is None else _Branch.OURS
+        assert head is not None  # noqa: S101 - an absent branch is ours
         if item.foreign_head_sha != head.sha:
             item.foreign_head_sha = head.sha
             context.audit(
@@ -147,7 +160,7 @@ class MRExecutors:
                 foreign_head_sha=head.sha,
                 branch=item.source_branch,
             )
-            return False
+            return _Branch.FOREIGN_RECORDED
         # The sha, not who made it: callers may read the error, and a
         # committer's email is not theirs to learn.
         raise PermanentError(
@@ -164,9 +177,29 @@ class MRExecutors:
         return is_own_head(
             head.commit,
             last_pushed=item.mr_sha,
-            item_ids=_generation_ids(context.session, item),
+            item_ids=mr_repository.own_generation_ids(context.session, item),
             service_user=self._gitlab.current_user(),
         )
+
+    @staticmethod
+    def _refuse_strangers_mrs(
+        context: ExecutionContext, item: MRWorkItem, branch_mrs: BranchMRs
+    ) -> None:
+        """The branch is gone but the service's user has an open MR from it: adopt it
+        only when an item of this owner recorded it, never another caller's MR.
+
+        (While the branch exists, the head check already decided: an MR showing
+        the service's own commit for this owner is this owner's.)
+        """
+        known = mr_repository.own_generation_mr_iids(context.session, item)
+        strangers = [mr.iid for mr in branch_mrs.own if mr.iid not in known]
+        if strangers:
+            listed = ", ".join(f"!{iid}" for iid in strangers)
+            raise PermanentError(
+                f"branch {item.source_branch} has open merge requests ({listed}) that the "
+                "service opened for another caller's item; it does not take them over. "
+                "Close them or submit with another source_branch"
+            )
 
     def _branch_mrs(self, item: MRWorkItem, project: ProjectInfo, target: str) -> BranchMRs:
         """The open MRs of the branch; raises when one of them is someone else's."""
@@ -270,13 +303,3 @@ def _checked_target(item: MRWorkItem, project: ProjectInfo) -> str:
             "the service force-pushes its source branch, so it must be another branch"
         )
     return target
-
-
-def _generation_ids(session: Session, item: MRWorkItem) -> set[uuid.UUID]:
-    """The ids of every item of the branch: this one and its earlier generations."""
-    ids = session.scalars(
-        sa.select(MRWorkItem.id).where(
-            MRWorkItem.project == item.project, MRWorkItem.source_branch == item.source_branch
-        )
-    )
-    return {item.id, *ids}

@@ -279,6 +279,15 @@ def _quick_action_violation(description: str) -> Violation | None:
 
 
 def _label_violations(labels: Sequence[str], config: MRTypeConfig) -> list[Violation]:
+    if len(labels) > config.max_labels:
+        # One violation, not one per label: the list may be long on purpose.
+        return [
+            Violation(
+                (*_BODY, "labels"),
+                f"at most {config.max_labels} labels (got {len(labels)})",
+                ViolationKind.TOO_MANY_LABELS,
+            )
+        ]
     violations: list[Violation] = []
     for index, label in enumerate(labels):
         violation = _text_violation(label, "labels", limit=config.max_label_chars, index=index)

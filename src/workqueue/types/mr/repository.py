@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
@@ -43,6 +45,33 @@ def find_live_item(session: Session, project: str, source_branch: str) -> MRWork
         )
         .execution_options(populate_existing=True)
     ).one_or_none()
+
+
+def _same_owner_branch_items(item: MRWorkItem) -> sa.Select[uuid.UUID, int | None]:
+    # Only the same owner's generations: a cancelled generation of another
+    # caller left commits and an MR that are that caller's, not this item's.
+    return sa.select(MRWorkItem.id, MRWorkItem.mr_iid).where(
+        MRWorkItem.project == item.project,
+        MRWorkItem.source_branch == item.source_branch,
+        MRWorkItem.caller_issuer == item.caller_issuer,
+        MRWorkItem.caller_identity == item.caller_identity,
+    )
+
+
+def own_generation_ids(session: Session, item: MRWorkItem) -> set[uuid.UUID]:
+    """This item's id and those of the same owner's earlier items for its branch."""
+    if item.caller_issuer is None:
+        return {item.id}  # an item from before owners were recorded vouches for itself only
+    return {item.id, *(row.id for row in session.execute(_same_owner_branch_items(item)))}
+
+
+def own_generation_mr_iids(session: Session, item: MRWorkItem) -> set[int]:
+    """The MRs recorded by this item and the same owner's earlier items for its branch."""
+    recorded = {item.mr_iid} if item.mr_iid is not None else set()
+    if item.caller_issuer is None:
+        return recorded
+    rows = session.execute(_same_owner_branch_items(item))
+    return recorded | {row.mr_iid for row in rows if row.mr_iid is not None}
 
 
 def next_generation(session: Session, project: str, source_branch: str) -> int:

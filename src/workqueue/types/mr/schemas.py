@@ -16,6 +16,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from workqueue.types.mr.config import MAX_LABELS_CEILING
+
 Encoding = Literal["text", "base64"]
 
 _MODEL_CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -96,6 +98,10 @@ class MRWorkItemCreate(BaseModel):
     commit_message: str
     package: str | None = Field(None, description="free-form label for filtering")
     change_kind: str | None = Field(None, description="free-form label for filtering")
-    labels: list[str] = Field(default_factory=list, description="GitLab labels of the MR")
+    # A hard ceiling before the configurable `max_labels` (policy): parsing a
+    # million labels would already cost seconds of CPU.
+    labels: list[str] = Field(
+        default_factory=list, max_length=MAX_LABELS_CEILING, description="GitLab labels of the MR"
+    )
     auto_merge: bool = Field(default=True, description="merge once the pipeline succeeds")
     file_actions: list[FileAction]

@@ -27,6 +27,7 @@ class ViolationKind(StrEnum):
     QUICK_ACTION = "quick_action"
     INVALID_PROJECT = "invalid_project"
     INVALID_LABEL = "invalid_label"
+    TOO_MANY_LABELS = "too_many_labels"
     BLANK = "blank"
     TOO_LONG = "too_long"
     TOO_LARGE = "too_large"
