@@ -28,11 +28,11 @@ WEBHOOK = "/api/webhooks/gitlab"
 _counter = itertools.count(1)
 
 
-def trunk_section(simulator: GitLabSimulator, **overrides: Any) -> dict[str, Any]:
+def trunk_section(gitlab_url: str, **overrides: Any) -> dict[str, Any]:
     queue = {"project": PROJECT, "branch": BRANCH, "max_concurrent": 1}
     queue.update(overrides.pop("queue", {}))
     section: dict[str, Any] = {
-        "gitlab_url": simulator.url,
+        "gitlab_url": gitlab_url,
         "queues": [queue],
         "gate_recheck_seconds": 0.3,
         "pipeline_check_seconds": 30,
@@ -41,9 +41,9 @@ def trunk_section(simulator: GitLabSimulator, **overrides: Any) -> dict[str, Any
     return section
 
 
-def trunk_registry(simulator: GitLabSimulator, **overrides: Any) -> TypeRegistry:
+def trunk_registry(gitlab_url: str, **overrides: Any) -> TypeRegistry:
     return build_registry(
-        {"trunk": trunk_section(simulator, **overrides)},
+        {"trunk": trunk_section(gitlab_url, **overrides)},
         InstallContext(
             gitlab_token=TOKEN,
             gitlab_client_factory=lambda url, token: GitLabClient(url, token, timeout=5),
@@ -69,7 +69,7 @@ def trunk_app(
         simulator,
         webhook_secret=SECRET,
         rules=rules,
-        handled_types={"trunk": trunk_section(simulator, **overrides)},
+        handled_types={"trunk": trunk_section(simulator.url, **overrides)},
     ) as client:
         yield client
 
