@@ -98,7 +98,7 @@ def test_an_invalid_branch_reports_the_name_problem_not_the_prefix():
     [
         ("workqueue/x", "workqueue/x", [(SOURCE, "same_branch")]),
         ("workqueue/x", "main", []),
-        ("workqueue/x", "workqueue/y", []),
+        ("workqueue/x", "workqueue/y", [(("body", "target_branch"), "target_not_allowed")]),
         ("workqueue/x", None, []),  # checked at execution against the default branch
     ],
 )

@@ -201,7 +201,8 @@ def test_source_branch_must_differ_from_target_branch():
 
 
 def test_branches_differing_only_in_case_are_different():
-    assert _check(source_branch="workqueue/Main", target_branch="workqueue/main") == []
+    no_prefix = MRTypeConfig(source_branch_prefix="")
+    assert _check(no_prefix, source_branch="bot/Main", target_branch="bot/main") == []
 
 
 @pytest.mark.parametrize("field", ["source_branch", "target_branch"])
@@ -636,3 +637,33 @@ def test_policy_does_not_modify_the_submission():
     before = submission.model_dump()
     check_submission(submission, DEFAULT)
     assert submission.model_dump() == before
+
+
+TARGET_CASES = [
+    # Each row: config overrides, target_branch, the violations expected.
+    ({}, "main", []),
+    ({}, "release/2.4", []),
+    ({}, "workqueue/other-bot", [(("body", "target_branch"), "target_not_allowed")]),
+    ({}, "workqueue/", [(("body", "target_branch"), "invalid_branch")]),
+    ({"source_branch_prefix": ""}, "workqueue/other-bot", []),
+    ({"target_branches": ["main", "release/*"]}, "main", []),
+    ({"target_branches": ["main", "release/*"]}, "release/2.4", []),
+    (
+        {"target_branches": ["main", "release/*"]},
+        "release/2.4/hotfix",
+        [(("body", "target_branch"), "target_not_allowed")],
+    ),
+    (
+        {"target_branches": ["main", "release/*"]},
+        "feature/alice",
+        [(("body", "target_branch"), "target_not_allowed")],
+    ),
+    ({"target_branches": ["**"]}, "feature/alice", []),
+    ({"target_branches": ["Main"]}, "main", [(("body", "target_branch"), "target_not_allowed")]),
+]
+
+
+@pytest.mark.parametrize(("overrides", "target", "expected"), TARGET_CASES)
+def test_target_branches(overrides, target, expected):
+    config = MRTypeConfig(**overrides)
+    assert _check(config=config, target_branch=target) == expected

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from workqueue.auth.projects import pattern_problem, placeholders
 from workqueue.types.mr.paths import branch_problem, check_glob
 
 logger = logging.getLogger(__name__)
@@ -211,6 +212,12 @@ class MRTypeConfig(BaseModel):
         description="every source_branch must start with it (and be longer); the service "
         "force-pushes its branches, so they live apart from people's. '' opts out (warned)",
     )
+    target_branches: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="globs of the branches MRs may target (`*` within a segment, `**` "
+        "across), e.g. [main, 'release/*']; omitted: any branch outside source_branch_prefix",
+    )
     ci_retry: CIRetryConfig = Field(default_factory=CIRetryConfig)
 
     @field_validator("gitlab_url")
@@ -229,6 +236,17 @@ class MRTypeConfig(BaseModel):
     def _check_blocklist(cls, value: list[str]) -> list[str]:
         for pattern in value:
             check_glob(pattern)
+        return value
+
+    @field_validator("target_branches")
+    @classmethod
+    def _check_target_branches(cls, value: list[str] | None) -> list[str] | None:
+        for pattern in value or []:
+            problem = pattern_problem(pattern)
+            if problem is None and placeholders(pattern):
+                problem = f"target branch pattern {pattern!r} cannot use {{placeholders}}"
+            if problem:
+                raise ValueError(problem)
         return value
 
     @field_validator("source_branch_prefix")

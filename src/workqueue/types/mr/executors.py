@@ -32,6 +32,7 @@ from workqueue.types.mr.authorship import (
 )
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.models import CompletionReason, MRDimension, MRWorkItem
+from workqueue.types.mr.policy import target_problem
 
 CANCELLED_NOTE = (
     "Closing: the work item behind this merge request was cancelled. (workqueue-service)"
@@ -56,6 +57,7 @@ class MRExecutors:
     def __init__(self, gitlab: GitLabClient, config: MRTypeConfig | None = None) -> None:
         self._gitlab = gitlab
         config = config or MRTypeConfig()
+        self._config = config
         self._empty_check_interval = timedelta(seconds=config.empty_check_interval_seconds)
 
     def ensure_mr(self, context: ExecutionContext) -> None:
@@ -90,6 +92,10 @@ class MRExecutors:
         gitlab = self._gitlab
         project = gitlab.project(item.project)
         target = _checked_target(item, project)
+        refused = target_problem(target, self._config)
+        if refused is not None:
+            # A default branch the policy could not see at submission time.
+            raise PermanentError(f"target branch {target}: {refused.message}")
         branch = self._branch_state(context, item)
         if branch is _Branch.FOREIGN_RECORDED:
             # The foreign head is recorded in this step; needs_mr stays raised,

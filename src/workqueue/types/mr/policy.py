@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import Sequence
 
+from workqueue.auth.projects import path_matches, scope_regexes
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.paths import (
     Problem,
@@ -183,7 +184,10 @@ def _branch_violations(
     source = _branch_violation(submission.source_branch, "source_branch", config)
     found = [source or _prefix_violation(submission.source_branch, config.source_branch_prefix)]
     if submission.target_branch is not None:
-        found.append(_branch_violation(submission.target_branch, "target_branch", config))
+        target = _branch_violation(submission.target_branch, "target_branch", config)
+        if target is None and submission.target_branch != submission.source_branch:
+            target = target_problem(submission.target_branch, config)
+        found.append(target)
         if submission.target_branch == submission.source_branch:
             # The bot branch is force-pushed and deleted on merge: it must
             # never be the branch the change is meant for.
@@ -195,6 +199,39 @@ def _branch_violations(
                 )
             )
     return found
+
+
+def target_problem(target_branch: str, config: MRTypeConfig) -> Violation | None:
+    """Why the service must not merge into `target_branch`, or None.
+
+    Branches under `source_branch_prefix` are the service's own bot branches,
+    other callers' work in progress: merging into one would put this caller's
+    change into someone else's MR. `target_branches`, when configured, lists
+    the only branches MRs may target. Also checked when the item runs, for a
+    target taken from the project's default branch.
+    """
+    prefix = config.source_branch_prefix
+    if prefix and target_branch.startswith(prefix):
+        return Violation(
+            (*_BODY, "target_branch"),
+            f"target_branch must not be under {prefix!r}: those are the service's own "
+            "branches (handled_types.mr.source_branch_prefix)",
+            ViolationKind.TARGET_NOT_ALLOWED,
+        )
+    allowed = config.target_branches
+    if allowed is not None and not branch_matches(allowed, target_branch):
+        return Violation(
+            (*_BODY, "target_branch"),
+            f"target_branch must match one of {', '.join(allowed)} "
+            "(handled_types.mr.target_branches)",
+            ViolationKind.TARGET_NOT_ALLOWED,
+        )
+    return None
+
+
+def branch_matches(patterns: Sequence[str], branch: str) -> bool:
+    """Whether `branch` matches a glob (`*` within a `/` segment, `**` across)."""
+    return path_matches(scope_regexes(patterns, {}), branch)
 
 
 def _prefix_violation(source_branch: str, prefix: str) -> Violation | None:

@@ -23,6 +23,7 @@ class ViolationKind(StrEnum):
     INVALID_UNICODE = "invalid_unicode"
     INVALID_BRANCH = "invalid_branch"
     SAME_BRANCH = "same_branch"
+    TARGET_NOT_ALLOWED = "target_not_allowed"
     BRANCH_OUTSIDE_PREFIX = "branch_outside_prefix"
     QUICK_ACTION = "quick_action"
     INVALID_PROJECT = "invalid_project"
