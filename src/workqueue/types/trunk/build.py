@@ -4,9 +4,11 @@ GitLab has no idempotency key for `POST /projects/:id/pipeline`, and a worker
 can die between the trigger and the commit that records its id. So before
 every trigger the service looks for a pipeline it already made for the head:
 API pipelines of the branch updated since the admission (minus a clock-skew
-margin) that no head owns yet, whose `WORKQUEUE_TRUNK_REQUEST` variable is the
-head's id. Admission is committed before this runs (a step of its own), so
-the strategy and base a found pipeline carries are always the recorded ones.
+margin) that no head owns yet and that are newer than any pipeline of an
+earlier validation of the head (before a retry), whose
+`WORKQUEUE_TRUNK_REQUEST` variable is the head's id. Admission is committed
+before this runs (a step of its own), so the strategy and base a found
+pipeline carries are always the recorded ones.
 """
 
 from __future__ import annotations
@@ -54,8 +56,9 @@ def existing_pipeline(
         updated_after=item.admitted_at - CLOCK_SKEW,
     )
     owned = repository.pipelines_recorded(session, [pipeline.id for pipeline in candidates])
+    retired = item.retired_pipeline_id or 0
     for pipeline in candidates:
-        if pipeline.id in owned:
+        if pipeline.id in owned or pipeline.id <= retired:
             continue
         variables = client.pipeline_variables(queue.project, pipeline.id)
         if variables.get(REQUEST_VARIABLE) == str(item.id):

@@ -53,6 +53,8 @@ class TrunkHooks:
         if left is TrunkState.PROCESSING:
             # Failed by the engine while holding a slot: the slot goes back first.
             end_head(session, item, TrunkState.FAILED, self._config)
+        if item.pipeline_id is not None:
+            item.retired_pipeline_id = max(item.pipeline_id, item.retired_pipeline_id or 0)
         item.build_strategy = None
         item.base_sha = None
         item.admitted_at = None

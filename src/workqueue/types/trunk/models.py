@@ -123,6 +123,9 @@ class TrunkWorkItem(WorkItem):
     pipeline_id: Mapped[int | None] = mapped_column(sa.BigInteger)
     pipeline_url: Mapped[str | None] = mapped_column(sa.Text)
     pipeline_status: Mapped[str | None] = mapped_column(sa.Text)
+    # A retry validates the head again: pipelines up to this id belong to its earlier
+    # validations and are never adopted as the new one's.
+    retired_pipeline_id: Mapped[int | None] = mapped_column(sa.BigInteger)
     completion_reason: Mapped[str | None] = mapped_column(sa.Text)
 
     __table_args__ = (

@@ -72,6 +72,7 @@ def upgrade() -> None:
         sa.Column("pipeline_id", sa.BigInteger(), nullable=True),
         sa.Column("pipeline_url", sa.Text(), nullable=True),
         sa.Column("pipeline_status", sa.Text(), nullable=True),
+        sa.Column("retired_pipeline_id", sa.BigInteger(), nullable=True),
         sa.Column("completion_reason", sa.Text(), nullable=True),
         sa.ForeignKeyConstraint(
             ["id"],
