@@ -15,6 +15,7 @@ import typer
 
 from workqueue.cli.client import register_client_commands
 from workqueue.cli.client_history import register_history_command
+from workqueue.cli.client_trunk import register_trunk_commands
 from workqueue.cli.logging_setup import LogFormat
 
 
@@ -88,6 +89,7 @@ def config_schema() -> None:
 
 register_client_commands(app)
 register_history_command(app)
+register_trunk_commands(app)
 
 
 def main() -> None:
