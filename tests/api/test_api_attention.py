@@ -12,7 +12,7 @@ from api_harness import build_client
 from auth_support import LocalIssuer, claims_for, rsa_key, sign
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "integration" / "attention"))
-from attention_support import create_mr, members  # noqa: E402
+from attention_support import create_mr, members
 
 OWN = "team/app"
 VICTIM = "victim/prod"
