@@ -28,7 +28,7 @@ from workqueue.queue.models import DimensionStatus
 from workqueue.queue.registry import ItemTypeRegistration
 from workqueue.types.trunk import repository
 from workqueue.types.trunk.build import REQUEST_VARIABLE
-from workqueue.types.trunk.models import TrunkDimension, TrunkWorkItem
+from workqueue.types.trunk.models import TrunkDimension, TrunkState, TrunkWorkItem
 
 _INT64_MAX = 2**63 - 1
 
@@ -47,6 +47,17 @@ def on_pipeline(context: EventContext) -> EventResult | None:
             reason=f"pipeline {pipeline_id} was triggered for this head; adopting it",
         )
     return None
+
+
+def on_look_again(context: EventContext) -> EventResult | None:
+    """Another head freed a slot or outnumbered this one: decide again now."""
+    item = cast("TrunkWorkItem", context.item)
+    if item.state is not TrunkState.ACCEPTED:
+        return None
+    return EventResult(
+        dimensions=(DimensionUpdate(TrunkDimension.NEEDS_PROCESS, DimensionStatus.TRUE),),
+        reason="the queue changed: deciding again",
+    )
 
 
 def resolve_pipeline(session: Session, body: Mapping[str, Any]) -> list[uuid.UUID]:
@@ -87,4 +98,5 @@ def _uuid(value: Any) -> uuid.UUID | None:
 
 def register_trunk_events(registration: ItemTypeRegistration) -> None:
     registration.add_event_handler("pipeline", on_pipeline)
+    registration.add_event_handler(repository.WAKE_EVENT, on_look_again)
     registration.add_resolver("pipeline", resolve_pipeline)

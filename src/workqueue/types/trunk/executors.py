@@ -312,7 +312,7 @@ def end_head(
     announce_finished(session, item)
     queue = config.queue_named(item.queue)
     newest = 1 if queue is None else queue.max_concurrent
-    repository.wake_waiting_heads(session, item.queue, newest)
+    repository.wake_waiting_heads(session, item.queue, newest, cause=item.id)
 
 
 def _view(row: TrunkQueue, queue: TrunkQueueConfig) -> QueueView:

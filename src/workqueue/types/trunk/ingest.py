@@ -83,6 +83,10 @@ def ingest_head(
     row.latest_item_id = item.id
     session.flush()
     queue_repository.notify_wake(session, TRUNK_ITEM_TYPE, item.id)
+    # The head this one pushes out of the kept window may be waiting for a slot:
+    # it supersedes itself now instead of at its next gate re-check.
+    window = 1 if row.serial_until_green else queue.max_concurrent
+    repository.wake_head_at(session, queue.name, sequence - window, cause=item.id)
     return IngestOutcome(item, created=True)
 
 

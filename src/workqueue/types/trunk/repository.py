@@ -1,8 +1,8 @@
 """SQL of the `trunk` type: the queue rows and the state transitions of heads.
 
 Lock order, everywhere: the head's own detail row, then its queue row, then
-other heads (woken through the engine's `mark_actionable`). Ingest locks only
-the queue row. Keeping one order means two writers never wait on each other
+other heads (woken with an event, which never waits for their steps). Ingest
+locks only the queue row. Keeping one order means two writers never wait on each other
 in a cycle.
 
 Every transition of a head is a conditional UPDATE on its current state, so
@@ -21,13 +21,11 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
 from workqueue.queue import repository as queue_repository
-from workqueue.queue.dimensions import DimensionUpdate
-from workqueue.queue.models import DimensionStatus, Phase, WorkItem
+from workqueue.queue.models import Phase, WorkItem
 from workqueue.types.trunk.config import TrunkQueueConfig
 from workqueue.types.trunk.models import (
     TRUNK_ITEM_TYPE,
     BuildStrategy,
-    TrunkDimension,
     TrunkQueue,
     TrunkState,
     TrunkWorkItem,
@@ -203,12 +201,17 @@ def pipelines_recorded(session: Session, pipeline_ids: Collection[int]) -> set[i
     return {int(row) for row in rows if row is not None}
 
 
-def wake_waiting_heads(session: Session, queue: str, newest: int) -> list[uuid.UUID]:
+WAKE_EVENT = "trunk.look_again"
+"""The event one head leaves for another: "the queue changed, decide again now"."""
+
+
+def wake_waiting_heads(
+    session: Session, queue: str, newest: int, *, cause: uuid.UUID
+) -> list[uuid.UUID]:
     """Wake the `newest` accepted heads of the queue now that a slot is free.
 
     Their gate deferral is cut short; older accepted heads supersede
-    themselves at their own re-check. Called after the queue row is written
-    (lock order).
+    themselves at their own re-check (or when ingest wakes them).
     """
     ids = list(
         session.scalars(
@@ -222,12 +225,41 @@ def wake_waiting_heads(session: Session, queue: str, newest: int) -> list[uuid.U
             .limit(newest)
         )
     )
-    for item_id in sorted(ids, key=queue_repository.advisory_lock_key):
-        queue_repository.upsert_dimension(
-            session, item_id, DimensionUpdate(TrunkDimension.NEEDS_PROCESS, DimensionStatus.TRUE)
-        )
-        queue_repository.mark_actionable(session, item_id, TRUNK_ITEM_TYPE)
+    wake_heads(session, ids, cause=cause)
     return ids
+
+
+def wake_head_at(session: Session, queue: str, sequence: int, *, cause: uuid.UUID) -> None:
+    """Wake the head of this sequence if it still waits (it has just been outnumbered)."""
+    ids = list(
+        session.scalars(
+            sa.select(TrunkWorkItem.id).where(
+                TrunkWorkItem.queue == queue,
+                TrunkWorkItem.sequence == sequence,
+                TrunkWorkItem.state == TrunkState.ACCEPTED,
+                TrunkWorkItem.phase == Phase.ACTIVE,
+            )
+        )
+    )
+    wake_heads(session, ids, cause=cause)
+
+
+def wake_heads(session: Session, ids: Collection[uuid.UUID], *, cause: uuid.UUID) -> None:
+    """An event for each head: the engine's way to give another item work safely.
+
+    An event never waits for a running step of that head, nor takes its row and
+    advisory locks in the order opposite to the step's end (`mark_actionable`
+    would, and deadlock with a head finishing its own step).
+    """
+    for item_id in sorted(ids, key=queue_repository.advisory_lock_key):
+        queue_repository.insert_pending_event(
+            session,
+            item_id=item_id,
+            item_type=TRUNK_ITEM_TYPE,
+            event_type=WAKE_EVENT,
+            body={"cause": str(cause)},
+            dedupe_key=f"{WAKE_EVENT}:{cause}:{item_id}",
+        )
 
 
 def processing_count(session: Session, queue: str) -> int:
