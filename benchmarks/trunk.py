@@ -8,8 +8,9 @@ service triggers ends green 2 s later and its Pipeline Hook is delivered.
 1. Idle: one push at a time, each after the previous build ended; push (the
    hook stored) → the pipeline appearing on GitLab, p50/p99.
 2. Storm: `--pushes` (default 1,000) pushes to one branch within `--seconds`
-   (default 10); how many pipelines were triggered, and whether every head
-   ended green or superseded once the last build finished.
+   (default 10), from four concurrent pushers (each a commit on the branch and
+   its Push Hook stored); how many pipelines were triggered, and whether every
+   head ended green or superseded once the last build finished.
 3. Statements: SQL statements sent per push by the hook ingest (the Push Hook's
    transaction) and by everything the service did for the storm (ingest,
    processing, pipeline hooks), divided by the pushes.
@@ -49,6 +50,7 @@ from workqueue.types.catalog import InstallContext, build_registry
 
 PROJECT, BRANCH, TOKEN = "bench/app", "main", "bench-token"
 BUILD_SECONDS = 2.0
+DRIVERS = 4  # concurrent pushers: one alone cannot offer 100 pushes/s on two cores
 
 
 class StatementCounter:
@@ -212,12 +214,26 @@ def main() -> None:  # noqa: C901, PLR0915 - one measurement script
         triggered_before = len(ci.seen)
         started = time.perf_counter()
         interval = args.seconds / args.pushes
-        for index in range(args.pushes):
-            target = started + index * interval
-            delay = target - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
-            push()
+        schedule = iter(range(args.pushes))
+        schedule_lock = threading.Lock()
+
+        def driver() -> None:
+            """One of DRIVERS pushers: each takes the next slot of the schedule."""
+            while True:
+                with schedule_lock:
+                    index = next(schedule, None)
+                if index is None:
+                    return
+                delay = started + index * interval - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+                push()
+
+        drivers = [threading.Thread(target=driver) for _ in range(DRIVERS)]
+        for thread in drivers:
+            thread.start()
+        for thread in drivers:
+            thread.join()
         storm_seconds = time.perf_counter() - started
 
         def all_ended() -> bool:
