@@ -124,7 +124,7 @@ def test_a_ci_token_submits_to_its_own_project_and_nowhere_else(
 ):
     ci = ci_job(issuer, key)
     simulator.reset_requests()
-    for project in (SIBLING, VICTIM, str(projects[VICTIM]), "Team/App", "team/app/sub"):
+    for project in (SIBLING, VICTIM, str(projects[VICTIM]), "Victim/Prod", "team/app/sub"):
         refused = client.post("/api/work-items/mr", json=submission(project), headers=ci)
         assert refused.status_code == 403, (project, refused.text)
         assert "may not submit mr items in project" in refused.json()["detail"]
@@ -134,6 +134,11 @@ def test_a_ci_token_submits_to_its_own_project_and_nowhere_else(
     created = client.post("/api/work-items/mr", json=submission(OWN), headers=ci)
     assert created.status_code == 201, created.text
     assert created.json()["caller_issuer"] == issuer.issuer
+    # Another spelling of the same project is the same project: same live item.
+    for spelling in ("Team/App", str(projects[OWN])):
+        again = client.post("/api/work-items/mr", json=submission(spelling), headers=ci)
+        assert again.status_code == 200, (spelling, again.text)
+        assert again.json()["id"] == created.json()["id"]
 
 
 def test_a_numeric_project_id_is_authorized_by_its_path(client, simulator, issuer, key, projects):
@@ -150,9 +155,15 @@ def test_a_numeric_project_id_is_authorized_by_its_path(client, simulator, issue
     assert refused.status_code == 403
     assert VICTIM not in refused.text  # the id's path is not disclosed
     assert victim_id in refused.json()["detail"]
-    unknown = client.post("/api/work-items/mr", json=submission("987654"), headers=ci)
-    assert unknown.status_code == 422
-    assert unknown.json()["detail"][0]["loc"] == ["body", "project"]
+    # An unknown project is a 422 only for a caller its rules would allow
+    # there; to a scoped caller it looks like any other out-of-scope project.
+    admin = token(issuer, key, ADMIN_SUB)
+    for unknown_project in ("987654", "team/nope"):
+        hidden = client.post("/api/work-items/mr", json=submission(unknown_project), headers=ci)
+        assert hidden.status_code == 403, (unknown_project, hidden.text)
+        unknown = client.post("/api/work-items/mr", json=submission(unknown_project), headers=admin)
+        assert unknown.status_code == 422, (unknown_project, unknown.text)
+        assert unknown.json()["detail"][0]["loc"] == ["body", "project"]
     assert writes(simulator) == 0
 
 

@@ -31,6 +31,7 @@ from workqueue.queue.read_repository import MAX_PAGE_SIZE
 from workqueue.types.mr import repository as mr_repository
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.models import MR_ITEM_TYPE
+from workqueue.types.mr.policy import check_submission
 from workqueue.types.mr.schemas import MRWorkItemCreate
 from workqueue.types.mr.submit import (
     LiveItemLimitError,
@@ -81,7 +82,12 @@ def submit(
     config = _mr_config(runtime)
     require(runtime, caller, "submit", MR_ITEM_TYPE)
     enforce_submission_rate(runtime, caller)
-    project_path = resolve_project_path(runtime, MR_ITEM_TYPE, body.project)
+    # The content rules are pure: an invalid submission costs no GitLab call,
+    # not even the project lookup that authorization needs next.
+    violations = check_submission(body, config)
+    if violations:
+        raise RequestValidationError([v.as_error() for v in violations])
+    project_path = resolve_project_path(runtime, MR_ITEM_TYPE, body.project, caller=caller)
     require_on_project(runtime, caller, "submit", MR_ITEM_TYPE, project_path, shown_as=body.project)
     submitter = Submitter(issuer=caller.issuer_key, identity=caller.identity)
     max_live_items = runtime.gatekeeper.limits.max_live_items_per_caller

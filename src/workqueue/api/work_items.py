@@ -18,6 +18,7 @@ from workqueue.api.deps import (
     require,
     require_on_project,
 )
+from workqueue.api.quotas import enforce_live_item_limit, enforce_submission_rate
 from workqueue.api.schemas import (
     CancelRequest,
     TokenBody,
@@ -112,7 +113,13 @@ def get_work_item(item_id: uuid.UUID, runtime: RuntimeDep, caller: CallerDep) ->
     ),
 )
 def retry_work_item(item_id: uuid.UUID, runtime: RuntimeDep, caller: CallerDep) -> WorkItemBody:
-    """Reactivate a failed or cancelled item: active, attempts 0, processed again."""
+    """Reactivate a failed or cancelled item: active, attempts 0, processed again.
+
+    A retry makes the service write to GitLab again, so it counts against the
+    caller's submission rate; reviving a cancelled item counts against its
+    owner's live-item limit (cancel-then-retry cycles cannot bypass either).
+    """
+    enforce_submission_rate(runtime, caller)
 
     def work(session: Session) -> WorkItemBody:
         item = _existing(session, item_id)
@@ -123,6 +130,8 @@ def retry_work_item(item_id: uuid.UUID, runtime: RuntimeDep, caller: CallerDep) 
                 detail=f"item is {item.phase}: only failed or cancelled items can be retried",
             )
         _refuse_second_live_item(session, item)
+        if item.phase == Phase.CANCELLED:
+            enforce_live_item_limit(runtime, session, item)
         hook = _registration_hook(runtime, item.item_type, "retry_hook")
         if hook is not None:
             hook(session, item)

@@ -12,6 +12,7 @@ names and refs are percent-encoded with `/` as `%2F`, as GitLab's router require
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
@@ -47,6 +48,8 @@ from workqueue.gitlab.transport import OnCall, Transport
 ProjectRef = str | int
 
 DEFAULT_TIMEOUT_SECONDS = 30.0
+# How long a project lookup (id, path, default branch) is reused.
+PROJECT_CACHE_SECONDS = 300.0
 _BRANCH_NOT_FOUND = "404 Branch Not Found"
 
 
@@ -112,7 +115,7 @@ class GitLabClient:
             )
         self._gl = gl
         self._transport = Transport(gl, timeout=timeout, secrets=(token,), on_call=on_call)
-        self._projects: dict[str, ProjectInfo] = {}
+        self._projects: dict[str, tuple[ProjectInfo, float]] = {}  # key -> (info, fetched at)
         self._cache_lock = threading.Lock()
         self._user: UserInfo | None = None
 
@@ -157,19 +160,25 @@ class GitLabClient:
     # -- projects and branches -------------------------------------------------------------
 
     def project(self, project: ProjectRef) -> ProjectInfo:
-        """The project (id, path, default branch), fetched once per client and key.
+        """The project (id, path, default branch), cached per client and key for
+        `PROJECT_CACHE_SECONDS`.
 
-        Two threads asking for the same uncached project at once may both fetch it;
-        both get an equal result.
+        The path decides authorization (`projects:` scopes) and the default branch
+        where MRs go, so the cache expires: a project renamed or moved to another
+        group is seen under its new path within minutes, not at the next restart.
+        Two threads asking for the same uncached project at once may both fetch
+        it; both get an equal result.
         """
         key = str(project)
+        now = time.monotonic()
         with self._cache_lock:
             cached = self._projects.get(key)
-        if cached is not None:
-            return cached
+        if cached is not None and now - cached[1] < PROJECT_CACHE_SECONDS:
+            return cached[0]
         info = self._transport.get("projects.get", f"/projects/{_enc(project)}", parse_project)
         with self._cache_lock:
-            return self._projects.setdefault(key, info)
+            self._projects[key] = (info, now)
+        return info
 
     def branch(self, project: ProjectRef, name: str) -> BranchInfo | None:
         """The branch, or None when it does not exist (a missing project still raises)."""

@@ -21,28 +21,43 @@ def idempotency_key(project: str, source_branch: str, generation: int) -> str:
     return f"{MR_ITEM_TYPE}:{project}:{source_branch}:{generation}"
 
 
-def live_key(project: str, source_branch: str) -> str:
-    """The identity at most one live item may hold (the database enforces it)."""
-    return f"{MR_ITEM_TYPE}:{project}:{source_branch}"
+def live_key(project_path: str, source_branch: str) -> str:
+    """The identity at most one live item may hold (the database enforces it).
+
+    Built from the project's canonical path (as GitLab spells it, resolved at
+    submission), not from the reference the caller wrote: `42`, `team/app`
+    and `Team/App` name one GitLab project, so they must name one live item.
+    """
+    return f"{MR_ITEM_TYPE}:{project_path}:{source_branch}"
 
 
-def lock_identity(session: Session, project: str, source_branch: str) -> None:
-    """Serialise submissions for one branch so concurrent ones agree on a single item."""
+def lock_identity(session: Session, key: str) -> None:
+    """Serialise submissions for one live key so concurrent ones agree on a single item."""
     session.execute(
         sa.text("SELECT pg_advisory_xact_lock(:namespace, hashtext(:identity))"),
-        {"namespace": SUBMISSION_LOCK_NAMESPACE, "identity": f"{project}\n{source_branch}"},
+        {"namespace": SUBMISSION_LOCK_NAMESPACE, "identity": key},
     )
 
 
-def find_live_item(session: Session, project: str, source_branch: str) -> MRWorkItem | None:
-    """The active or failed item for this branch, if any (at most one: DDR-39)."""
+def find_live_item(
+    session: Session, project: str, source_branch: str, key: str
+) -> MRWorkItem | None:
+    """The active or failed item holding `key` (at most one: DDR-39 and the live-key
+    index), or one created before live keys existed for this spelling of the branch."""
     return session.scalars(
         sa.select(MRWorkItem)
         .where(
-            MRWorkItem.project == project,
-            MRWorkItem.source_branch == source_branch,
+            sa.or_(
+                MRWorkItem.live_key == key,
+                sa.and_(
+                    MRWorkItem.project == project,
+                    MRWorkItem.source_branch == source_branch,
+                ),
+            ),
             MRWorkItem.phase.in_([Phase.ACTIVE, Phase.FAILED]),
         )
+        .order_by(MRWorkItem.created_at)
+        .limit(1)
         .execution_options(populate_existing=True)
     ).one_or_none()
 

@@ -81,8 +81,9 @@ def submit_mr(
 ) -> SubmitResult:
     """Create or update the live item of `(project, source_branch)` for `submitter`.
 
-    `project_path` is what authorization matched (the path of a numeric
-    `project`); it defaults to `project`. A live item created by another
+    `project_path` is the project's canonical path as GitLab reported it
+    (what authorization matched, and the live key: every spelling of one
+    project names one live item); it defaults to `project`. A live item created by another
     caller is never touched (`OwnershipConflictError`); a new item beyond
     `max_live_items` of the submitter's is refused (`LiveItemLimitError`).
     """
@@ -92,17 +93,20 @@ def submit_mr(
     digest = content_hash(submission)
     project, branch = submission.project, submission.source_branch
 
-    repository.lock_identity(session, project, branch)
-    existing = repository.find_live_item(session, project, branch)
+    canonical_path = project_path or project
+    key = repository.live_key(canonical_path, branch)
+    repository.lock_identity(session, key)
+    existing = repository.find_live_item(session, project, branch, key)
     if existing is None:
         _check_live_item_limit(session, submitter, max_live_items)
-        item = _create(session, submission, digest, submitter, project_path or project)
+        item = _create(session, submission, digest, submitter, canonical_path)
         return SubmitResult(item, SubmitOutcome.CREATED)
     if (existing.caller_issuer, existing.caller_identity) != (submitter.issuer, submitter.identity):
+        # No item id in the message: the caller may not be allowed to read it.
         raise OwnershipConflictError(
-            f"the live item {existing.id} for {project} branch {branch} belongs to another "
-            "caller; only its creator may update it (it can be cancelled by someone "
-            "with the retry permission)"
+            f"the live item for {project} branch {branch} belongs to another caller; only "
+            "its creator may update it (it can be cancelled by someone with the retry "
+            "permission on the project)"
         )
     if existing.phase == Phase.ACTIVE and existing.content_hash == digest:
         return SubmitResult(existing, SubmitOutcome.UNCHANGED)
@@ -154,7 +158,7 @@ def _create(
         caller_identity=submitter.identity,
         caller_issuer=submitter.issuer,
         project_path=project_path,
-        live_key=repository.live_key(project, branch),
+        live_key=repository.live_key(project_path, branch),
         generation=generation,
         idempotency_key=repository.idempotency_key(project, branch, generation),
         project=submission.project,
