@@ -42,7 +42,12 @@ MATCH_CASES = [
     ("{project_path}", {"project_path": ["team/app"]}, "team/app", False),
     # A claim value is text, never a wildcard or an expression.
     ("{project_path}", {"project_path": "**"}, "team/app", False),
-    ("{project_path}", {"project_path": "**"}, "**", True),
+    # ...and only path characters: anything else cannot name a GitLab project.
+    ("{project_path}", {"project_path": "**"}, "**", False),
+    ("{project_path}", {"project_path": "tëam/app"}, "tëam/app", False),
+    ("{project_path}", {"project_path": "team/app\n"}, "team/app\n", False),
+    ("{project_path}", {"project_path": "team app"}, "team app", False),
+    ("{project_path}", {"project_path": "team/a_b.c-d"}, "team/a_b.c-d", True),
     ("{project_path}", {"project_path": "team/.*"}, "team/app", False),
     ("{project_path}", {"project_path": "team/*"}, "team/app", False),
     ("x/{project_id}", CI_CLAIMS, "x/42", True),
@@ -81,6 +86,7 @@ PROBLEM_CASES = [
     ("team/project_path}", "stray brace"),
     ("team/{}", "stray brace"),
     ("team/{a b}", "stray brace"),
+    ("tëam/**", "ASCII"),
 ]
 
 

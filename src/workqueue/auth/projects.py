@@ -27,6 +27,7 @@ from typing import Any
 _PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.:-]+)\}")
 _PIECE = re.compile(r"\*\*|\*|\{[A-Za-z0-9_.:-]+\}|[^*{}]+")
 MATCH_EVERYTHING = "**"
+_PATH_TEXT = re.compile(r"[A-Za-z0-9_./-]+")
 
 
 def pattern_problem(pattern: str) -> str | None:
@@ -35,6 +36,8 @@ def pattern_problem(pattern: str) -> str | None:
         return "project patterns must not be empty"
     if pattern != pattern.strip():
         return f"project pattern {pattern!r} has leading or trailing spaces"
+    if not pattern.isascii():
+        return f"project pattern {pattern!r}: GitLab project paths are ASCII"
     if "***" in pattern:
         return f"project pattern {pattern!r}: use `**` to cross segments, not `***`"
     position = 0
@@ -56,18 +59,28 @@ def placeholders(pattern: str) -> frozenset[str]:
 
 
 def _escape(text: str) -> str:
-    # Escaping every non-alphanumeric character is valid, and literal, in
-    # both Python `re` and PostgreSQL ARE; `re.escape` leaves some alone.
-    return "".join(character if character.isalnum() else "\\" + character for character in text)
+    # Escaping every character but ASCII letters and digits is valid, and
+    # literal, in both Python `re` and PostgreSQL ARE (`re.escape` leaves some
+    # alone; `str.isalnum` would leave non-ASCII letters unescaped).
+    return "".join(
+        character if character.isascii() and character.isalnum() else "\\" + character
+        for character in text
+    )
 
 
 def _claim_text(value: Any) -> str | None:
-    """A claim value usable in a path: strings as they are, integers in decimal."""
+    """A claim value usable in a path: strings as they are, integers in decimal.
+
+    Only characters GitLab allows in project paths (ASCII letters, digits,
+    `_`, `.`, `-`, `/`) are accepted; anything else cannot name a project, and
+    keeping the expressions ASCII keeps Python and PostgreSQL (whose idea of
+    "alphanumeric" follows the database's locale) reading them alike.
+    """
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
         return str(value)
-    if isinstance(value, str) and value:
+    if isinstance(value, str) and _PATH_TEXT.fullmatch(value):
         return value
     return None
 
