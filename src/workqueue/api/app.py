@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import cast
 
@@ -131,12 +131,21 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
         try:
             yield
         finally:
-            _stop_background(consumer, manager, deliveries)
-            attention.stop(timeout=30)
-            audit.close()
-            gate.close()
-            engine.dispose()
-            observability.close()
+            # Each part is stopped even when an earlier one fails: a stop
+            # that raised must not leave threads and connections behind.
+            stops: tuple[Callable[[], None], ...] = (
+                lambda: _stop_background(consumer, manager, deliveries),
+                lambda: attention.stop(timeout=30),
+                audit.close,
+                gate.close,
+                engine.dispose,
+                observability.close,
+            )
+            for stop in stops:
+                try:
+                    stop()
+                except Exception:
+                    logger.exception("error while shutting down")
 
     app = FastAPI(
         title="workqueue-service",

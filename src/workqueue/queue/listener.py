@@ -42,7 +42,8 @@ class ChannelListener:
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
-        self._thread.join(timeout)
+        if self._thread.ident is not None:  # never started: nothing to wait for
+            self._thread.join(timeout)
 
     def _run(self) -> None:
         delay = 0.2
