@@ -176,10 +176,12 @@ def cancel_work_item(
 ) -> WorkItemBody:
     """Stop an active or failed item. Nothing changes on GitLab unless `close_mr` is true."""
     options = request or CancelRequest()
+    project_of_item: list[str | None] = []
 
     def work(session: Session) -> WorkItemBody:
         item = _existing(session, item_id)
         require_on_project(runtime, caller, "retry", item.item_type, item.project_path)
+        project_of_item[:] = [item.project_path]
         if item.phase not in CANCELLABLE_PHASES:
             raise HTTPException(
                 status_code=409, detail=f"item is {item.phase}: it cannot be cancelled"
@@ -193,6 +195,9 @@ def cancel_work_item(
 
     body = run_in_transaction(runtime.sessions, work)
     _audit(runtime, caller.identity, body, "cancelled", close_mr=options.close_mr)
+    # No engine step follows a cancel: tell the change listeners (attention
+    # queues) ourselves.
+    runtime.manager.report_change(body.id, project_of_item[0] if project_of_item else None)
     return body
 
 
