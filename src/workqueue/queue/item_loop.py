@@ -347,15 +347,25 @@ class ItemLoop:
                 message,
                 exc_info=logger.isEnabledFor(logging.DEBUG),
             )
-        outcome = repository.record_failure(
-            session,
-            claim,
-            error=message,
-            permanent=permanent,
-            max_attempts=self._config.max_attempts,
-            backoff_initial_seconds=self._config.backoff_initial_seconds,
-            backoff_max_seconds=self._config.backoff_max_seconds,
+        # Whether this failure ends the item is read first, so the type's
+        # failure hook runs before the item's row is written, in the same
+        # transaction and in a step's lock order (its own rows, then the item's).
+        final = repository.failure_is_final(
+            session, claim, permanent=permanent, max_attempts=self._config.max_attempts
         )
+        outcome = None
+        if final is not None:
+            if final:
+                self._failure_hook(session, claim, message)
+            outcome = repository.record_failure(
+                session,
+                claim,
+                error=message,
+                permanent=final,
+                max_attempts=self._config.max_attempts,
+                backoff_initial_seconds=self._config.backoff_initial_seconds,
+                backoff_max_seconds=self._config.backoff_max_seconds,
+            )
         if outcome is None:
             session.rollback()
             self._observer.lease_lost(claim.item_type)
@@ -404,6 +414,21 @@ class ItemLoop:
         self._audit.write_all(entries)
         self._committed(claim, state)
         return _StepResult.FAILED
+
+    def _failure_hook(self, session: Session, claim: repository.Claim, message: str) -> None:
+        """The type's cleanup for an item the engine fails (e.g. a slot it holds).
+
+        If it raises, nothing is recorded (the transaction is not committed):
+        the lease runs out and the failing step is tried again.
+        """
+        registration = self._registry.get(claim.item_type)
+        if registration.failure_hook is None:
+            return
+        item = session.get(registration.model, claim.item_id, populate_existing=True)
+        if item is None:
+            return
+        registration.failure_hook(session, item, message)
+        session.flush()
 
     def _release(self, claim: repository.Claim) -> ClaimOutcome:
         try:

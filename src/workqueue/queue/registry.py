@@ -47,6 +47,12 @@ CancelHook = Callable[["Session", Any, Mapping[str, Any]], None]
 RetryHook = Callable[["Session", Any], None]
 """Type-specific preparation when a person retries an item (e.g. ask for its MR again)."""
 
+FailureHook = Callable[["Session", Any, str], None]
+"""Type-specific cleanup when the ENGINE fails an item (a `PermanentError`, or an error
+repeated until `max_attempts`), with the error: it runs in the transaction that moves
+the item to `failed` (e.g. give back a shared slot the item held). Not called for
+`ExecutionContext.fail`, where the type's own executor already ends the item."""
+
 ProjectPathResolver = Callable[[str], str]
 """Turns a submitted project reference (a path or a numeric id) into the project's path,
 which authorization scopes match; a type whose items name projects by id provides one."""
@@ -72,6 +78,7 @@ class ItemTypeRegistration:
     config: object = None
     cancel_hook: CancelHook | None = None
     retry_hook: RetryHook | None = None
+    failure_hook: FailureHook | None = None
     resolve_project_path: ProjectPathResolver | None = None
     # Type-specific numbers for monitoring, read at scrape time (name -> reader).
     gauges: dict[str, Callable[[], float]] = field(default_factory=dict)

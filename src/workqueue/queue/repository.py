@@ -288,6 +288,28 @@ def release_lease(session: Session, claim: Claim) -> bool:
     return result is not None
 
 
+def failure_is_final(
+    session: Session, claim: Claim, *, permanent: bool, max_attempts: int
+) -> bool | None:
+    """Whether recording this failure fails the item for good; None when the lease was lost.
+
+    Read before `record_failure`, so a type's failure hook can run first and
+    take its locks in the order a step takes them (its own rows, then the item).
+    Only the lease holder changes `attempts`, so the answer holds until then.
+    """
+    attempts = (
+        _driver(session)
+        .execute(
+            "SELECT attempts FROM work_items WHERE id = %s AND lease_token = %s",
+            (claim.item_id, claim.lease_token),
+        )
+        .fetchone()
+    )
+    if attempts is None:
+        return None
+    return permanent or int(attempts[0]) + 1 >= max_attempts
+
+
 def record_failure(
     session: Session,
     claim: Claim,

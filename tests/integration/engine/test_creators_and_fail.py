@@ -3,7 +3,10 @@
 * a creator (`add_creator`) lets an incoming event create items: ingest runs it,
   wakes what it made, answers "accepted", and a redelivery creates nothing;
 * `ExecutionContext.fail` ends an item failed with its error while keeping the
-  step's other writes (raising `PermanentError` rolls them back).
+  step's other writes (raising `PermanentError` rolls them back);
+* a `failure_hook` runs once, in the transaction in which the engine fails an
+  item (max_attempts or a `PermanentError`); if it raises, nothing is recorded
+  and the step is tried again once the lease runs out.
 """
 
 from __future__ import annotations
@@ -96,3 +99,48 @@ def test_fail_keeps_the_steps_writes_and_the_error(sessions, conninfo):
         wait_until(lambda: not item_row(sessions, item_id).actionable, what="idle")
     row = item_row(sessions, item_id)
     assert (row.error, row.attempts, row.generation) == ("the build failed: pipeline 7", 0, 2)
+
+
+def test_the_failure_hook_runs_once_in_the_transaction_that_fails_the_item(sessions, conninfo):
+    behaviour = Behaviour(failures={"flaky": 99}, permanent={"refused"})
+    registry = build_registry(behaviour)
+    calls: list[tuple[uuid.UUID, str, str]] = []
+    raised: list[uuid.UUID] = []
+
+    def on_failure(session, item, error: str) -> None:
+        if item.id == flaky and not raised:
+            raised.append(item.id)
+            raise RuntimeError("the hook failed once")
+        calls.append((item.id, error, str(item.phase)))
+        session.execute(
+            sa.text("UPDATE work_items SET generation = generation + 1 WHERE id = :id"),
+            {"id": item.id},
+        )
+
+    registry.get(SAMPLE_TYPE).failure_hook = on_failure
+    with sessions() as session:
+        flaky = create_item(session, ["flaky"])
+        refused = create_item(session, ["refused"])
+        session.commit()
+    config = fast_config(max_attempts=3)
+    with running_manager(
+        sessions, registry, config, handled_types=[SAMPLE_TYPE], conninfo=conninfo
+    ):
+        wait_until(
+            lambda: all(item_row(sessions, i).phase == "failed" for i in (flaky, refused)),
+            what="both failed",
+        )
+    flaky_row, refused_row = item_row(sessions, flaky), item_row(sessions, refused)
+    # Called only for the failure that ends the item, before its row is written
+    # (the item is still active then), and its write committed with the failure.
+    assert sorted(calls) == sorted(
+        [
+            (flaky, "RuntimeError: transient trouble in step flaky", "active"),
+            (refused, "refused: step refused can never work", "active"),
+        ]
+    )
+    assert (flaky_row.attempts, flaky_row.generation) == (3, 2)
+    assert (refused_row.attempts, refused_row.generation) == (1, 2)
+    # The raising hook recorded nothing: the third attempt ran again after the lease.
+    assert raised == [flaky]
+    assert behaviour.calls[(flaky, "flaky")] == 4

@@ -18,10 +18,11 @@
 transaction: state and phase, the slot released exactly once, last green
 moved forward only, the finished event, and the newest waiting heads woken.
 
-Once a head holds a slot, GitLab errors are deferred rather than raised: an
-item the engine failed after max_attempts would keep its slot and wedge the
-queue. `build_deadline_seconds` bounds the whole build instead: past it the
-head ends failed and frees its slot.
+Once a head holds a slot, GitLab errors are deferred rather than raised: a
+GitLab outage should delay a build, not fail it. `build_deadline_seconds`
+bounds the whole build instead: past it the head ends failed and frees its
+slot. Anything else that makes the engine fail the head (an unexpected error
+until max_attempts) frees the slot through the type's failure hook.
 """
 
 from __future__ import annotations

@@ -51,4 +51,5 @@ def install_trunk(
     registration.add_creator("push", push_creator(config))
     registration.cancel_hook = hooks.cancel
     registration.retry_hook = hooks.retry
+    registration.failure_hook = hooks.failed
     registration.resolve_project_path = lambda project: client.project(project).path_with_namespace
