@@ -177,6 +177,11 @@ class GitLabClient:
             return cached[0]
         info = self._transport.get("projects.get", f"/projects/{_enc(project)}", parse_project)
         with self._cache_lock:
+            # A concurrent fetch that stored a fresh answer first wins: every
+            # caller gets the same object.
+            current = self._projects.get(key)
+            if current is not None and current is not cached:
+                return current[0]
             self._projects[key] = (info, now)
         return info
 
