@@ -227,16 +227,35 @@ def claim_due_items(
 def extend_leases(
     session: Session, claims: Sequence[Claim], lease_seconds: float
 ) -> set[uuid.UUID]:
-    """Heartbeat: extend every lease still held; returns the ids whose lease is still ours."""
+    """Heartbeat: extend every lease still held; returns the ids whose lease is still ours.
+
+    Never waits on a row lock. A step holds its item's row for as long as its
+    transaction runs (GitLab calls included); one blocked row must not hold up
+    every other lease. Locked rows are skipped: the token read from the
+    committed row says whether the lease is still ours, and the row is
+    extended at the next beat after its lock is gone. Meanwhile nobody can
+    claim it (claims skip locked rows too), and the step's own outcome write
+    extends or clears the lease from the commit's clock (`continue_step`).
+    """
     if not claims:
         return set()
     rows = session.execute(
         sa.text(
-            "UPDATE work_items AS item "
-            "SET leased_until = now() + make_interval(secs => :lease_seconds) "
-            "FROM unnest(CAST(:ids AS uuid[]), CAST(:tokens AS uuid[])) AS held(id, token) "
-            "WHERE item.id = held.id AND item.lease_token = held.token "
-            "RETURNING item.id"
+            "WITH held AS ("
+            "  SELECT * FROM unnest(CAST(:ids AS uuid[]), CAST(:tokens AS uuid[])) AS h(id, token)"
+            "), free AS ("
+            "  SELECT item.id FROM work_items AS item JOIN held "
+            "    ON item.id = held.id AND item.lease_token = held.token "
+            "  FOR NO KEY UPDATE OF item SKIP LOCKED"
+            "), extended AS ("
+            "  UPDATE work_items AS item "
+            "  SET leased_until = clock_timestamp() + make_interval(secs => :lease_seconds) "
+            "  FROM free WHERE item.id = free.id "
+            "  RETURNING item.id"
+            ") "
+            "SELECT item.id FROM work_items AS item JOIN held "
+            "  ON item.id = held.id AND item.lease_token = held.token "
+            "UNION SELECT id FROM extended"
         ),
         {
             "lease_seconds": lease_seconds,
@@ -258,7 +277,9 @@ def continue_step(
         _driver(session)
         .execute(
             "UPDATE work_items SET "
-            "  leased_until = now() + make_interval(secs => %(lease_seconds)s), "
+            # clock_timestamp(), not now(): the step may have held this row for
+            # longer than a lease (the heartbeat skips locked rows).
+            "  leased_until = clock_timestamp() + make_interval(secs => %(lease_seconds)s), "
             "  attempts = CASE WHEN %(succeeded)s THEN 0 ELSE attempts END, "
             "  error = CASE WHEN %(succeeded)s THEN NULL ELSE error END, "
             "  next_attempt_at = CASE WHEN %(succeeded)s THEN NULL ELSE next_attempt_at END "

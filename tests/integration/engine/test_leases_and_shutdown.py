@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
+import sqlalchemy as sa
 from harness import fast_config, item_row, running_manager, settled, wait_until
 from sample_type import Behaviour, build_registry, create_item, executions
 
@@ -107,3 +108,51 @@ def test_stop_lets_the_running_action_finish_and_releases_the_rest(sessions):
         row = item_row(sessions, item_id)
         assert (row.actionable, row.lease_token) == (True, None)
     assert manager.held_count == 0
+
+
+def test_heartbeat_does_not_wait_behind_a_row_lock_held_by_a_long_step(engine, sessions):
+    """A step holding its item's row during a slow call must not stall the other leases."""
+    block = threading.Event()
+    behaviour = Behaviour(block=block)
+    config = fast_config(workers=2, lease_seconds=1.5, heartbeat_seconds=0.3)
+    with sessions() as session:
+        locked_id = create_item(session, ["a"], notify=False)
+        other_id = create_item(session, ["a"], notify=False)
+        session.commit()
+    with running_manager(sessions, build_registry(behaviour), config) as manager:
+        try:
+            manager.notify(locked_id)
+            manager.notify(other_id)
+            wait_until(lambda: manager.held_count == 2, timeout=10, what="both claims")
+            # Another transaction (standing in for a step in the middle of a
+            # GitLab call) holds the first item's row.
+            with engine.connect() as holder:
+                holder.execute(
+                    sa.text("SELECT 1 FROM work_items WHERE id = :id FOR NO KEY UPDATE"),
+                    {"id": locked_id},
+                )
+                before = item_row(sessions, other_id).leased_until
+                time.sleep(config.heartbeat_seconds * 3)
+                after = item_row(sessions, other_id).leased_until
+                assert after > before, "the other item's lease was not extended"
+                time.sleep(config.lease_seconds)  # the locked row's lease lapses meanwhile
+                holder.rollback()
+            # The locked item was not given up as lost: once its row is free,
+            # its lease is renewed and both items finish once.
+            wait_until(
+                lambda: item_row(sessions, locked_id).leased_until > sa_now(sessions),
+                timeout=5,
+                what="the locked item's lease renewed",
+            )
+            assert manager._lost == set()
+            block.set()
+            wait_until(lambda: settled(sessions), timeout=30, what="both items")
+        finally:
+            block.set()
+    assert behaviour.calls[(locked_id, "a")] == 1
+    assert behaviour.calls[(other_id, "a")] == 1
+
+
+def sa_now(sessions):
+    with sessions() as session:
+        return session.execute(sa.text("SELECT clock_timestamp()")).scalar_one()
