@@ -2,6 +2,7 @@
 
 psycopg files statement timeouts, deadlocks and disk-full under
 OperationalError too, so the class alone does not say "the server went away".
+A connection-pool timeout counts as "unavailable" as well.
 """
 
 from __future__ import annotations
@@ -24,7 +25,13 @@ def _driver_error(error: BaseException) -> BaseException:
 
 
 def is_database_unavailable(error: BaseException) -> bool:
-    """The server cannot be reached or dropped the connection (retry without blame)."""
+    """The server cannot be reached or dropped the connection (retry without blame).
+
+    So is a pool timeout ("QueuePool limit ... timed out"): every connection
+    is busy, which says nothing about the work that was waiting for one.
+    """
+    if isinstance(error, sa.exc.TimeoutError):
+        return True
     if isinstance(error, sa.exc.DBAPIError) and error.connection_invalidated:
         return True
     driver_error = _driver_error(error)
