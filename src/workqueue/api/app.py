@@ -28,13 +28,13 @@ from workqueue.api.authentication import API_PREFIX, AuthenticateFirst
 from workqueue.api.deps import Gatekeeper, Runtime
 from workqueue.api.gatekeeper import build_gatekeeper
 from workqueue.api.limits import DEFAULT_BODY_TIMEOUT_SECONDS, DEFAULT_MAX_BODY_BYTES, BodyReader
-from workqueue.api.metrics import ServiceMetrics
+from workqueue.api.metrics import METRICS_CACHE_SECONDS, ServiceMetrics
 from workqueue.api.sqs_consumer import SqsEventConsumer, build_sqs_consumer, sqs_location
 from workqueue.api.strict_json import StrictJSONBodies
 from workqueue.api.validation_errors import validation_error_answer
 from workqueue.attention.reconciler import AttentionReconciler
 from workqueue.config import ServiceConfig
-from workqueue.db.engine import build_engine, build_sessions
+from workqueue.db.engine import build_engine, build_probe_engine, build_sessions
 from workqueue.db.url import libpq_conninfo, normalize_database_url
 from workqueue.gitlab.errors import GitLabError
 from workqueue.observability import Observability
@@ -65,17 +65,22 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
     gatekeeper: Gatekeeper | None = None,
     max_body_bytes: int | None = None,
     body_timeout_seconds: float = DEFAULT_BODY_TIMEOUT_SECONDS,
+    metrics_cache_seconds: float = METRICS_CACHE_SECONDS,
 ) -> FastAPI:
     """Build the service. `database_url` overrides DATABASE_URL (the embedded cluster's);
     `type_context` and `gatekeeper` replace what the settings would build (tests);
-    a request body must arrive within `body_timeout_seconds` (408)."""
+    a request body must arrive within `body_timeout_seconds` (408); scrape-time
+    gauges that query the database are cached for `metrics_cache_seconds`."""
     if database_url is None:
         if settings.database_url is None:
             raise ValueError("no database: set DATABASE_URL or pass database_url")
         database_url = normalize_database_url(settings.database_url)
     url = database_url
     engine = build_engine(url, pool_size=config.processing.workers + EXTRA_CONNECTIONS)
-    service_metrics = ServiceMetrics(engine)
+    # /readyz and scrape-time gauges: a pool of their own, so a saturated work
+    # pool neither fails readiness nor gets scrapes added to its queue.
+    probe_engine = build_probe_engine(url)
+    service_metrics = ServiceMetrics(probe_engine, cache_seconds=metrics_cache_seconds)
     context = type_context or install_context(settings, on_gitlab_call=service_metrics.gitlab_call)
     registry = build_registry(config.handled_types, context)
     service_metrics.watch_types(registry)
@@ -139,6 +144,7 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
                 audit.close,
                 gate.close,
                 engine.dispose,
+                probe_engine.dispose,
                 observability.close,
             )
             for stop in stops:
@@ -154,6 +160,7 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
         lifespan=lifespan,
     )
     app.state.metrics = service_metrics
+    app.state.probe_engine = probe_engine
     app.state.webhook_secrets = webhook_secrets
     # The last added runs first: authenticate, then read the body, then route.
     app.add_middleware(
@@ -165,7 +172,13 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
     )
     app.add_middleware(AuthenticateFirst, exempt=AUTHENTICATES_ITSELF)
     app.add_middleware(webhooks.WebhookTokenFirst)
-    observability.instrument(app, registry=service_metrics.registry, engine=engine, types=registry)
+    observability.instrument(
+        app,
+        registry=service_metrics.registry,
+        engine=probe_engine,
+        types=registry,
+        cache_seconds=metrics_cache_seconds,
+    )
     app.add_exception_handler(RequestValidationError, validation_error_answer)
     app.add_exception_handler(GitLabError, _gitlab_error)
     app.add_exception_handler(Exception, _internal_error)

@@ -19,8 +19,11 @@ def healthz() -> dict[str, str]:
 
 @router.get("/readyz", response_model=None)
 def readyz(request: Request) -> dict[str, str] | JSONResponse:
-    """The database answers and its schema is at the revision this build expects."""
-    engine = request.app.state.runtime.engine
+    """The database answers and its schema is at the revision this build expects.
+
+    Through the probe pool: a saturated work pool does not make the replica unready.
+    """
+    engine = request.app.state.probe_engine
     try:
         with engine.connect() as connection:
             revision = current_revision(connection)

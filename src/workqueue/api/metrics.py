@@ -14,17 +14,26 @@ from prometheus_client.registry import Collector
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
+from workqueue.observability.cached import CachedCollector
 from workqueue.queue.observer import EngineObserver
 from workqueue.queue.registry import TypeRegistry
 
 logger = logging.getLogger(__name__)
 router = APIRouter(tags=["health"])
 
+# Scrape-time gauges that query the database are cached this long.
+METRICS_CACHE_SECONDS = 2.0
+
 
 class ServiceMetrics(EngineObserver):
-    """Engine and GitLab metrics in their own `CollectorRegistry`."""
+    """Engine and GitLab metrics in their own `CollectorRegistry`.
 
-    def __init__(self, engine: Engine) -> None:
+    `engine` serves the scrape-time queries: the small probe pool, not the
+    work pool. Their answers are cached for `cache_seconds`.
+    """
+
+    def __init__(self, engine: Engine, *, cache_seconds: float = METRICS_CACHE_SECONDS) -> None:
+        self.cache_seconds = cache_seconds
         self.registry = CollectorRegistry()
         self.actions = Counter(
             "workqueue_actions",
@@ -71,7 +80,7 @@ class ServiceMetrics(EngineObserver):
             ["operation", "status"],
             registry=self.registry,
         )
-        self.registry.register(_ItemsByPhase(engine))
+        self.registry.register(CachedCollector(_ItemsByPhase(engine), cache_seconds))
 
     def watch_types(self, types: TypeRegistry) -> None:
         """Export each item type's own gauges (e.g. the CI retry circuit breaker)."""

@@ -23,6 +23,26 @@ def build_engine(url: URL, *, pool_size: int = 10, application_name: str = "work
     )
 
 
+def build_probe_engine(url: URL, *, application_name: str = "workqueue-probes") -> Engine:
+    """A small pool of its own for readiness and scrape-time metrics.
+
+    Probes must answer while the work pool is saturated, and must never take
+    connections the workers need: two connections at most, a short wait for
+    one, and short connect and statement timeouts.
+    """
+    return create_engine(
+        url,
+        pool_size=1,
+        max_overflow=1,
+        pool_timeout=2,
+        connect_args={
+            "application_name": application_name,
+            "connect_timeout": 5,
+            "options": "-c statement_timeout=5000",
+        },
+    )
+
+
 def build_sessions(engine: Engine) -> sessionmaker[Session]:
     # expire_on_commit=False: objects stay readable after the boundary commits
     # (e.g. to render the API response).

@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy.engine import Engine
 
 from workqueue.observability.backlog import OldestDueItem
+from workqueue.observability.cached import CachedCollector
 from workqueue.observability.composite import combine
 from workqueue.observability.error_reports import ErrorReports
 from workqueue.observability.extras import ObservabilityUnavailableError
@@ -56,10 +57,22 @@ class Observability:
         return combine(observers)
 
     def instrument(
-        self, app: FastAPI, *, registry: CollectorRegistry, engine: Engine, types: TypeRegistry
+        self,
+        app: FastAPI,
+        *,
+        registry: CollectorRegistry,
+        engine: Engine,
+        types: TypeRegistry,
+        cache_seconds: float = 0.0,
     ) -> None:
-        """Call after the app's own middleware is added: request metrics go outside it."""
-        registry.register(OldestDueItem(engine, lambda: types.item_types))
+        """Call after the app's own middleware is added: request metrics go outside it.
+
+        `engine` serves the oldest-due-item query at scrape time (the probe
+        pool); its answer is cached for `cache_seconds`.
+        """
+        registry.register(
+            CachedCollector(OldestDueItem(engine, lambda: types.item_types), cache_seconds)
+        )
         app.add_middleware(HTTPMetrics, registry=registry, fastapi=app)
         if self.tracing is not None:
             self.tracing.instrument(app)
