@@ -19,7 +19,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -43,6 +43,45 @@ MIN_PREFETCH = 8
 # When something is due but could not be claimed (a row locked for a moment
 # by another transaction), look again after this long rather than spinning.
 RETRY_DUE_SECONDS = 0.25
+
+
+WAKE_BATCH_SIZE = repository.WAKE_BATCH_SIZE
+
+
+def run_wake_ups(
+    sessions: sessionmaker[Session],
+    item_types: Collection[str],
+    *,
+    events: bool,
+    deferrals: bool,
+    batch_size: int = WAKE_BATCH_SIZE,
+    on_batch: Callable[[int], None] | None = None,
+) -> int:
+    """Wake idle items holding events (`events`) and due deferrals (`deferrals`).
+
+    In batches of at most `batch_size` items, one transaction each: every
+    woken item's advisory lock is held until its batch commits, so however
+    many items came due (after downtime: tens of thousands) the sweep never
+    needs more than a batch's worth of the shared lock table. Returns the
+    number of wake-ups.
+    """
+    kinds = []
+    if events:
+        kinds.append(repository.wake_items_with_events)
+    if deferrals:
+        kinds.append(repository.wake_due_deferrals)
+    total = 0
+    for wake in kinds:
+        while True:
+            with sessions() as session:
+                woken = wake(session, item_types, limit=batch_size)
+                session.commit()
+            total += len(woken)
+            if on_batch is not None and woken:
+                on_batch(len(woken))
+            if not woken:
+                break
+    return total
 
 
 @dataclass
@@ -226,13 +265,12 @@ class ProcessingManager:
         if plan is None:
             return
         claims: list[repository.Claim] = []
+        if plan.sweep or plan.timer_fired:
+            run_wake_ups(self._sessions, self.item_types, events=plan.sweep, deferrals=True)
         with self._sessions() as session:
             if plan.sweep:
-                repository.wake_items_with_events(session, self.item_types)
                 ingest.prune_deliveries(session)
                 self._audit.prune_history(session)  # at most hourly; never raises
-            if plan.sweep or plan.timer_fired:
-                repository.wake_due_deferrals(session, self.item_types)
             if plan.requested:
                 claims += self._claim(
                     session, min(plan.free, len(plan.requested)), only_ids=plan.requested

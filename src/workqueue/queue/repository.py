@@ -38,6 +38,10 @@ from workqueue.queue.models import (
 
 WAKE_CHANNEL = "workqueue_wake"
 _SIGNED_63_BITS = 0x7FFF_FFFF_FFFF_FFFF
+# Items one wake-up transaction makes actionable: each holds an advisory lock
+# until commit, and the shared lock table has ~max_locks_per_transaction (64)
+# slots per connection.
+WAKE_BATCH_SIZE = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -512,49 +516,98 @@ def go_idle(
 
 
 def wake_due_deferrals(
-    session: Session, item_types: Collection[str]
+    session: Session, item_types: Collection[str], *, limit: int = WAKE_BATCH_SIZE
 ) -> list[tuple[uuid.UUID, str]]:
-    """Deferrals whose `pending_until` passed: clear it and make their items actionable."""
+    """Up to `limit` items whose deferrals came due: clear them and make the items actionable.
+
+    One batch, set-based: run it in its own transaction and repeat until it
+    returns nothing (each batch holds up to `limit` advisory locks until its
+    commit; all at once would exhaust the shared lock table).
+    """
     rows = session.execute(
         sa.text(
-            "SELECT DISTINCT item.id, item.item_type FROM work_item_statuses AS status "
-            "JOIN work_items AS item ON item.id = status.work_item_id "
-            "WHERE status.pending_until <= now() AND item.item_type = ANY(:item_types) "
-            "  AND item.phase = 'active' "
-            "ORDER BY item.id"
+            # Walks ix_work_item_statuses_pending_until in order: an index probe
+            # that stops after `limit` due rows, however large the tables are.
+            "SELECT DISTINCT due.id, due.item_type FROM ("
+            "  SELECT item.id, item.item_type FROM work_item_statuses AS status "
+            "  JOIN work_items AS item ON item.id = status.work_item_id "
+            "  WHERE status.pending_until IS NOT NULL AND status.pending_until <= now() "
+            "    AND item.phase = 'active' AND item.item_type = ANY(:item_types) "
+            "  ORDER BY status.pending_until LIMIT :limit"
+            ") AS due"
         ),
-        {"item_types": list(item_types)},
+        {"item_types": list(item_types), "limit": limit},
     ).all()
     woken = [(row.id, row.item_type) for row in rows]
-    for item_id, item_type in woken:
-        mark_actionable(session, item_id, item_type)
+    _mark_actionable_many(session, woken)
+    if woken:
         session.execute(
             sa.text(
                 "UPDATE work_item_statuses SET pending_until = NULL, updated_at = now() "
-                "WHERE work_item_id = :id AND pending_until <= now()"
+                "WHERE work_item_id = ANY(:ids) AND pending_until <= now()"
             ),
-            {"id": item_id},
+            {"ids": [item_id for item_id, _ in woken]},
         )
     return woken
 
 
 def wake_items_with_events(
-    session: Session, item_types: Collection[str]
+    session: Session, item_types: Collection[str], *, limit: int = WAKE_BATCH_SIZE
 ) -> list[tuple[uuid.UUID, str]]:
-    """Recovery (DDR-35): items holding pending events that are not flagged actionable."""
+    """Recovery (DDR-35): up to `limit` idle items holding pending events, made actionable.
+
+    One batch, like `wake_due_deferrals`: repeat, one transaction each, until
+    it returns nothing.
+    """
     rows = session.execute(
         sa.text(
-            "SELECT DISTINCT item.id, item.item_type FROM pending_events AS event "
-            "JOIN work_items AS item ON item.id = event.work_item_id "
+            "SELECT item.id, item.item_type FROM work_items AS item "
             "WHERE NOT item.actionable AND item.item_type = ANY(:item_types) "
-            "ORDER BY item.id"
+            "  AND EXISTS (SELECT 1 FROM pending_events AS event "
+            "              WHERE event.work_item_id = item.id) "
+            "LIMIT :limit"
         ),
-        {"item_types": list(item_types)},
+        {"item_types": list(item_types), "limit": limit},
     ).all()
     woken = [(row.id, row.item_type) for row in rows]
-    for item_id, item_type in woken:
-        mark_actionable(session, item_id, item_type)
+    _mark_actionable_many(session, woken)
     return woken
+
+
+def _mark_actionable_many(session: Session, items: Sequence[tuple[uuid.UUID, str]]) -> None:
+    """`mark_actionable` for a batch, in a constant number of statements.
+
+    Same protocol (DDR-34): each item's advisory lock first, taken in lock-key
+    order like the event ingestion (so two multi-item lockers cannot
+    deadlock), then `actionable` and the `updated_at` witness, then a NOTIFY
+    per item. Locks are held until the batch's commit: keep batches bounded.
+    """
+    if not items:
+        return
+    ids = [item_id for item_id, _ in items]
+    session.execute(
+        sa.text(
+            "SELECT count(pg_advisory_xact_lock(key)) FROM ("
+            "  SELECT workqueue_item_lock_key(id) AS key "
+            "  FROM unnest(CAST(:ids AS uuid[])) AS id ORDER BY 1"
+            ") AS keys"
+        ),
+        {"ids": ids},
+    )
+    session.execute(
+        sa.text(
+            "UPDATE work_items SET actionable = true, updated_at = clock_timestamp() "
+            "WHERE id = ANY(:ids)"
+        ),
+        {"ids": ids},
+    )
+    session.execute(
+        sa.text(
+            "SELECT count(pg_notify(:channel, item_type || ':' || id::text)) "
+            "FROM unnest(CAST(:ids AS uuid[]), CAST(:types AS text[])) AS woken(id, item_type)"
+        ),
+        {"channel": WAKE_CHANNEL, "ids": ids, "types": [item_type for _, item_type in items]},
+    )
 
 
 def seconds_until_due(
