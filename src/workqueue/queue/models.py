@@ -150,7 +150,17 @@ class WorkItem(Base):
             postgresql_where=sa.text("phase NOT IN ('completed', 'cancelled')"),
         ),
         sa.Index("ix_work_items_project_path", "project_path"),
-        sa.Index("ix_work_items_item_type_phase", "item_type", "phase"),
+        # Lists, newest first, keyset-paged on (created_at, id): the page walks
+        # the index and stops after its limit (migration 0009). The second one
+        # serves the generic list by type and phase, and per-phase counts.
+        sa.Index("ix_work_items_created_at_id", "created_at", "id"),
+        sa.Index(
+            "ix_work_items_item_type_phase_created_at_id",
+            "item_type",
+            "phase",
+            "created_at",
+            "id",
+        ),
         sa.CheckConstraint("attempts >= 0", name="attempts_not_negative"),
         sa.CheckConstraint("generation >= 1", name="generation_positive"),
     )

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 import sqlalchemy as sa
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectin_polymorphic
 
 from workqueue.queue.models import WorkItem, WorkItemStatus
 
@@ -59,22 +59,50 @@ def list_items(
     cursor: str | None,
 ) -> Page:
     """Newest first; `item_types` None means every type; the cursor continues a previous page."""
+    statement = list_statement(
+        model, item_types=item_types, filters=filters, limit=limit + 1, cursor=cursor
+    )
+    rows = list(session.scalars(statement))
+    next_cursor = encode_cursor(rows[limit - 1]) if len(rows) > limit else None
+    return Page(rows[:limit], next_cursor)
+
+
+def list_statement(
+    model: type[WorkItem],
+    *,
+    item_types: Collection[str] | None,
+    filters: Sequence[sa.ColumnElement[bool]],
+    limit: int,
+    cursor: str | None,
+) -> sa.Select[Any]:
+    """The page query: ordered and keyset-paged on `(work_items.created_at, work_items.id)`.
+
+    Both keys are `work_items` columns even for a detail model (whose `id` is
+    the detail table's), so the order walks `ix_work_items_created_at_id`
+    (or `ix_work_items_item_type_phase_created_at_id` under those filters)
+    and stops after `limit` rows instead of sorting the table. The base model
+    loads every listed type's detail columns with one query per type
+    (`selectin_polymorphic`), not one per row.
+    """
+    items = WorkItem.__table__.c
     statement = sa.select(model).where(*filters)
+    if model is WorkItem:
+        subclasses = [
+            mapper.class_
+            for mapper in WorkItem.__mapper__.self_and_descendants
+            if mapper.class_ is not WorkItem
+        ]
+        if subclasses:
+            statement = statement.options(selectin_polymorphic(WorkItem, subclasses))
     if item_types is not None:
-        statement = statement.where(model.item_type.in_(list(item_types)))
+        statement = statement.where(items.item_type.in_(list(item_types)))
     if cursor is not None:
         created_at, item_id = decode_cursor(cursor)
         statement = statement.where(
-            sa.tuple_(model.created_at, model.id)
+            sa.tuple_(items.created_at, items.id)
             < sa.tuple_(sa.literal(created_at), sa.literal(item_id))
         )
-    rows = list(
-        session.scalars(
-            statement.order_by(model.created_at.desc(), model.id.desc()).limit(limit + 1)
-        )
-    )
-    next_cursor = encode_cursor(rows[limit - 1]) if len(rows) > limit else None
-    return Page(rows[:limit], next_cursor)
+    return statement.order_by(items.created_at.desc(), items.id.desc()).limit(limit)
 
 
 def encode_cursor(item: WorkItem) -> str:

@@ -85,8 +85,12 @@ def test_stop_lets_the_running_action_finish_and_releases_the_rest(sessions):
         config=fast_config(workers=1),
         handled_types=["sample"],
     )
+    # Two transactions: claims take the longest-waiting first (updated_at),
+    # and items created together would tie, leaving the order to the plan.
     with sessions() as session:
         first = create_item(session, ["a", "b"])
+        session.commit()
+    with sessions() as session:
         queued = create_item(session, ["a"])
         session.commit()
     manager.start()
