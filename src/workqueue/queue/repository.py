@@ -610,6 +610,20 @@ def _mark_actionable_many(session: Session, items: Sequence[tuple[uuid.UUID, str
     )
 
 
+# The earliest deferral of an active item of these types: walks
+# ix_work_item_statuses_pending_until in order and stops at the first row of
+# a wanted item. Only active items' rows are in that partial index (leaving
+# `active` clears them, migration 0009), so this is an index probe whatever
+# the number of finished items.
+NEXT_DEFERRAL_SQL = (
+    "SELECT status.pending_until FROM work_item_statuses AS status "
+    "JOIN work_items AS item ON item.id = status.work_item_id "
+    "WHERE status.pending_until IS NOT NULL AND item.phase = 'active' "
+    "  AND item.item_type = ANY(:item_types) "
+    "ORDER BY status.pending_until LIMIT 1"
+)
+
+
 def seconds_until_due(
     session: Session, item_types: Collection[str], *, held: Collection[uuid.UUID] = ()
 ) -> float | None:
@@ -624,10 +638,7 @@ def seconds_until_due(
             "  (SELECT min(coalesce(greatest(next_attempt_at, leased_until), now())) "
             "   FROM work_items WHERE actionable AND item_type = ANY(:item_types) "
             "     AND NOT (id = ANY(:held))), "
-            "  (SELECT min(status.pending_until) FROM work_item_statuses AS status "
-            "   JOIN work_items AS item ON item.id = status.work_item_id "
-            "   WHERE status.pending_until IS NOT NULL AND item.phase = 'active' "
-            "     AND item.item_type = ANY(:item_types))"
+            f"  ({NEXT_DEFERRAL_SQL})"
             ") - now())::float"
         ),
         {"item_types": list(item_types), "held": list(held)},
