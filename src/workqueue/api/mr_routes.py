@@ -14,13 +14,8 @@ from workqueue.api.deps import (
     Runtime,
     RuntimeDep,
     require,
-    require_on_project,
 )
-from workqueue.api.quotas import (
-    LIVE_LIMIT_RETRY_AFTER,
-    enforce_submission_rate,
-    resolve_project_path,
-)
+from workqueue.api.quotas import LIVE_LIMIT_RETRY_AFTER, authorize_submission
 from workqueue.api.schemas import SubmitResponse, WorkItemPage, error_responses, item_body
 from workqueue.api.work_items import page_body
 from workqueue.db.transactions import run_in_transaction
@@ -80,15 +75,16 @@ def submit(
 ) -> SubmitResponse:
     """Submit the desired state of a branch; created, unchanged, updated or retried."""
     config = _mr_config(runtime)
-    require(runtime, caller, "submit", MR_ITEM_TYPE)
-    enforce_submission_rate(runtime, caller)
-    # The content rules are pure: an invalid submission costs no GitLab call,
-    # not even the project lookup that authorization needs next.
-    violations = check_submission(body, config)
-    if violations:
-        raise RequestValidationError([v.as_error() for v in violations])
-    project_path = resolve_project_path(runtime, MR_ITEM_TYPE, body.project, caller=caller)
-    require_on_project(runtime, caller, "submit", MR_ITEM_TYPE, project_path, shown_as=body.project)
+
+    def validate() -> None:
+        # Pure content rules: an invalid body costs no GitLab call at all.
+        violations = check_submission(body, config)
+        if violations:
+            raise RequestValidationError([v.as_error() for v in violations])
+
+    project_path = authorize_submission(
+        runtime, caller, MR_ITEM_TYPE, body.project, validate=validate
+    )
     submitter = Submitter(issuer=caller.issuer_key, identity=caller.identity)
     max_live_items = runtime.gatekeeper.limits.max_live_items_per_caller
 

@@ -13,10 +13,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from fastapi import HTTPException
 from sqlalchemy.orm import Session
 
-from workqueue.api.deps import Caller, Permission, Runtime, require_on_project
+from workqueue.api.deps import Caller, Permission, Runtime, require, require_on_project
 from workqueue.db.transactions import run_in_transaction
 from workqueue.gitlab.errors import PermanentGitLabError
 from workqueue.queue import ownership_repository
@@ -52,6 +54,30 @@ def enforce_submission_rate(runtime: Runtime, caller: Caller) -> None:
         f"retry in {window.seconds_left()} s",
         headers={"Retry-After": str(window.seconds_left())},
     )
+
+
+def authorize_submission(
+    runtime: Runtime,
+    caller: Caller,
+    item_type: str,
+    project: str,
+    *,
+    validate: Callable[[], None] | None = None,
+) -> str:
+    """Every check a submission passes before its transaction, in order; returns the
+    project's canonical path.
+
+    `submit` on the type (403), the caller's rate (429), `validate` (the type's
+    pure content rules, so an invalid body costs no GitLab call), the project's
+    canonical path (one cached lookup) and `submit` on that project (403).
+    """
+    require(runtime, caller, "submit", item_type)
+    enforce_submission_rate(runtime, caller)
+    if validate is not None:
+        validate()
+    project_path = resolve_project_path(runtime, item_type, project, caller=caller)
+    require_on_project(runtime, caller, "submit", item_type, project_path, shown_as=project)
+    return project_path
 
 
 def enforce_live_item_limit(runtime: Runtime, session: Session, item: WorkItem) -> None:

@@ -16,9 +16,8 @@ from workqueue.api.deps import (
     Runtime,
     RuntimeDep,
     require,
-    require_on_project,
 )
-from workqueue.api.quotas import enforce_submission_rate, resolve_project_path
+from workqueue.api.quotas import authorize_submission
 from workqueue.api.schemas import SubmitResponse, error_responses, item_body
 from workqueue.auth.projects import path_matches
 from workqueue.db.transactions import run_in_transaction
@@ -93,12 +92,7 @@ def ingest(
 ) -> SubmitResponse:
     """Ingest a landed head by hand: 201 with a new item, 200 with the existing one."""
     config = _trunk_config(runtime)
-    require(runtime, caller, "submit", TRUNK_ITEM_TYPE)
-    enforce_submission_rate(runtime, caller)
-    project_path = resolve_project_path(runtime, TRUNK_ITEM_TYPE, body.project)
-    require_on_project(
-        runtime, caller, "submit", TRUNK_ITEM_TYPE, project_path, shown_as=body.project
-    )
+    project_path = authorize_submission(runtime, caller, TRUNK_ITEM_TYPE, body.project)
     queue = config.queue(project_path, body.branch) or config.queue(body.project, body.branch)
     if queue is None:
         raise RequestValidationError(
