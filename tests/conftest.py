@@ -27,6 +27,9 @@ from workqueue.db.engine import build_engine, build_sessions
 from workqueue.db.migrate import upgrade_to_head
 from workqueue.db.url import libpq_conninfo, normalize_database_url
 
+# `key` and `issuer`: a real local OIDC issuer for API tests with tokens.
+pytest_plugins = ["oidc_fixtures"]
+
 TEMPLATE_DATABASE = "workqueue_test_template"
 TEST_SERVER_SETTINGS = {
     "fsync": "off",

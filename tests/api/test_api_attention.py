@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from api_harness import build_client
-from auth_support import LocalIssuer, claims_for, rsa_key, sign
+from auth_support import LocalIssuer, claims_for, sign
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "integration" / "attention"))
 from attention_support import create_mr, members
@@ -18,20 +18,6 @@ OWN = "team/app"
 VICTIM = "victim/prod"
 CI_SUB = "project_path:team/app:ref_type:branch:ref:main"
 ADMIN_SUB = "system:serviceaccount:ops:admin"
-
-
-@pytest.fixture(scope="module")
-def key():
-    return rsa_key("attention-key")
-
-
-@pytest.fixture
-def issuer(key) -> Iterator[LocalIssuer]:
-    server = LocalIssuer()
-    server.publish(key)
-    server.start()
-    yield server
-    server.stop()
 
 
 def rules(issuer_url: str) -> tuple[dict[str, Any], ...]:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from api_harness import build_client
-from auth_support import LocalIssuer, claims_for, rsa_key, sign
+from auth_support import LocalIssuer, claims_for, sign
 from mr_harness import PROJECT
 
 SUBMIT = {
@@ -19,20 +17,6 @@ SUBMIT = {
 BOT_SUB = "system:serviceaccount:ci:bot"
 READER_SUB = "system:serviceaccount:ci:reader"
 OTHER_SUB = "system:serviceaccount:ci:other-type"
-
-
-@pytest.fixture(scope="module")
-def key():
-    return rsa_key("api-test-key")
-
-
-@pytest.fixture
-def issuer(key) -> Iterator[LocalIssuer]:
-    server = LocalIssuer()
-    server.publish(key)
-    server.start()
-    yield server
-    server.stop()
 
 
 def rules(issuer_url: str) -> tuple[dict, ...]:

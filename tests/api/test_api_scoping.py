@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from api_harness import build_client
-from auth_support import LocalIssuer, claims_for, rsa_key, sign
+from auth_support import LocalIssuer, claims_for, sign
 
 from workqueue.testing.gitlab_simulator import GitLabSimulator
 
@@ -30,20 +30,6 @@ OTHER_BOT = "system:serviceaccount:ops:other-bot"
 TEAM_READER = "system:serviceaccount:team:reader"
 MAIN_ONLY = "system:serviceaccount:ci:main-only"
 WRITES = ("POST", "PUT", "DELETE")
-
-
-@pytest.fixture(scope="module")
-def key():
-    return rsa_key("scoping-key")
-
-
-@pytest.fixture
-def issuer(key) -> Iterator[LocalIssuer]:
-    server = LocalIssuer()
-    server.publish(key)
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

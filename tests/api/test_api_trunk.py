@@ -13,26 +13,12 @@ from typing import Any
 import httpx
 import pytest
 from api_harness import build_client
-from auth_support import LocalIssuer, claims_for, rsa_key, sign
+from auth_support import LocalIssuer, claims_for, sign
 
 from workqueue.testing.gitlab_simulator import GitLabSimulator
 
 APP, LIB = "team/app", "other/lib"
 WRITES = ("POST", "PUT", "DELETE")
-
-
-@pytest.fixture(scope="module")
-def key():
-    return rsa_key("trunk-key")
-
-
-@pytest.fixture
-def issuer(key) -> Iterator[LocalIssuer]:
-    server = LocalIssuer()
-    server.publish(key)
-    server.start()
-    yield server
-    server.stop()
 
 
 def token(issuer: LocalIssuer, key, sub: str, **claims: Any) -> dict[str, str]:

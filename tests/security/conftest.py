@@ -6,24 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 from attack_support import FILES, OWN, VICTIM
-from auth_support import LocalIssuer, rsa_key
 from mr_harness import TOKEN
 
 from workqueue.testing.gitlab_simulator import GitLabSimulator
-
-
-@pytest.fixture(scope="module")
-def key():
-    return rsa_key("attack-key")
-
-
-@pytest.fixture
-def issuer(key) -> Iterator[LocalIssuer]:
-    server = LocalIssuer()
-    server.publish(key)
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
