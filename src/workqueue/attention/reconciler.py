@@ -23,7 +23,6 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 
-import psycopg
 import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -33,6 +32,7 @@ from workqueue.attention.details import DetailReaders, DetailsReader
 from workqueue.attention.scopes import Clock, MonotonicClock, Scope, ScopeBoard
 from workqueue.db.transactions import run_in_transaction
 from workqueue.queue.audit import AuditLog
+from workqueue.queue.listener import ChannelListener
 from workqueue.queue.registry import TypeRegistry
 
 logger = logging.getLogger(__name__)
@@ -97,7 +97,14 @@ class AttentionReconciler:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._listener = (
-            _ScopeListener(listen_conninfo, self._on_notify, self._on_listener_connected)
+            ChannelListener(
+                listen_conninfo,
+                channel=CHANNEL,
+                on_notify=self._on_notify,
+                on_connected=self._on_listener_connected,
+                thread_name="attention-listen",
+                description="attention listener",
+            )
             if listen_conninfo
             else None
         )
@@ -291,42 +298,3 @@ def _claim_scope(session: Session, scope: Scope) -> bool:
         {"class_key": _SCOPE_LOCK_CLASS, "scope_key": scope_lock_key(scope)},
     ).scalar_one()
     return claimed
-
-
-class _ScopeListener:
-    """LISTEN on the attention channel; an idle listener only blocks on its socket."""
-
-    def __init__(
-        self, conninfo: str, on_notify: Callable[[str], None], on_connected: Callable[[], None]
-    ) -> None:
-        self._conninfo = conninfo
-        self._on_notify = on_notify
-        self._on_connected = on_connected
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="attention-listen", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
-
-    def _run(self) -> None:
-        delay = 0.2
-        while not self._stop.is_set():
-            try:
-                with psycopg.connect(self._conninfo, autocommit=True) as connection:
-                    connection.execute(f"LISTEN {CHANNEL}")
-                    delay = 0.2
-                    self._on_connected()
-                    while not self._stop.is_set():
-                        for notification in connection.notifies(timeout=0.5):
-                            self._on_notify(notification.payload)
-            except psycopg.Error as error:
-                if self._stop.is_set():
-                    return
-                logger.warning("attention listener lost its connection (%s); retrying", error)
-                self._stop.wait(delay)
-                delay = min(delay * 2, 10.0)

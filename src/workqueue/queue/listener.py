@@ -29,11 +29,13 @@ class ChannelListener:
         on_notify: Callable[[str], None],
         on_connected: Callable[[], None],
         thread_name: str = "workqueue-listen",
+        description: str = "wake-up listener",
     ) -> None:
         self._conninfo = conninfo
         self._channel = channel
         self._on_notify = on_notify
         self._on_connected = on_connected
+        self._description = description
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=thread_name, daemon=True)
 
@@ -61,7 +63,7 @@ class ChannelListener:
             except psycopg.Error as error:
                 if self._stop.is_set():
                     return
-                logger.warning("wake-up listener lost its connection (%s); retrying", error)
+                logger.warning("%s lost its connection (%s); retrying", self._description, error)
                 self._stop.wait(delay)
                 delay = min(delay * 2, 10.0)
 
