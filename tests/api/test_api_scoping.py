@@ -18,74 +18,28 @@ import httpx
 import pytest
 from api_harness import build_client
 from auth_support import LocalIssuer, claims_for, sign
+from scoping_support import (
+    ADMIN_SUB,
+    MAIN_ONLY,
+    OTHER_BOT,
+    OWN,
+    SIBLING,
+    TEAM_READER,
+    VICTIM,
+    WRITES,
+    ci_job,
+    scoped_rules,
+    submission,
+    token,
+)
 
 from workqueue.testing.gitlab_simulator import GitLabSimulator
-
-OWN = "team/app"
-SIBLING = "team/other"
-VICTIM = "victim/prod"
-CI_SUB = "project_path:team/app:ref_type:branch:ref:main"
-ADMIN_SUB = "system:serviceaccount:ops:admin"
-OTHER_BOT = "system:serviceaccount:ops:other-bot"
-TEAM_READER = "system:serviceaccount:team:reader"
-MAIN_ONLY = "system:serviceaccount:ci:main-only"
-WRITES = ("POST", "PUT", "DELETE")
 
 
 @pytest.fixture
 def projects(simulator: GitLabSimulator) -> dict[str, int]:
     files = {"README.md": "# hello\n", "kernel.spec": "Version: 1\n"}
     return {path: simulator.create_project(path, files) for path in (OWN, SIBLING, VICTIM)}
-
-
-def scoped_rules(issuer_url: str) -> tuple[dict[str, Any], ...]:
-    def rule(claims: dict[str, Any], permissions: list[str], **extra: Any) -> dict[str, Any]:
-        return {
-            "issuer": issuer_url,
-            "claims": {"aud": "workqueue-service", **claims},
-            "permissions": permissions,
-            **extra,
-        }
-
-    return (
-        # GitLab CI: its own project, whatever the job's subject.
-        rule(
-            {"namespace_path": "team"},
-            ["read", "submit", "retry"],
-            item_types=["mr"],
-            projects=["{project_path}"],
-        ),
-        rule({"sub": [ADMIN_SUB, OTHER_BOT]}, ["read", "submit", "retry"], projects=["**"]),
-        rule({"sub": TEAM_READER}, ["read"], projects=["team/**"]),
-        rule({"sub": MAIN_ONLY, "ref": "main"}, ["submit"], projects=["**"]),
-    )
-
-
-def token(issuer: LocalIssuer, key, sub: str, **claims: Any) -> dict[str, str]:
-    signed = sign(claims_for(issuer.issuer, sub=sub, aud="workqueue-service", **claims), key)
-    return {"Authorization": f"Bearer {signed}"}
-
-
-def ci_job(issuer, key, project_path: str = OWN) -> dict[str, str]:
-    return token(
-        issuer,
-        key,
-        f"project_path:{project_path}:ref_type:branch:ref:main",
-        project_path=project_path,
-        namespace_path=project_path.split("/", maxsplit=1)[0],
-        ref="main",
-    )
-
-
-def submission(project: str, branch: str = "workqueue/sync", **extra: Any) -> dict[str, Any]:
-    return {
-        "project": project,
-        "source_branch": branch,
-        "title": "Sync",
-        "commit_message": "Sync from upstream",
-        "file_actions": [{"action": "update", "file_path": "kernel.spec", "content": "v2\n"}],
-        **extra,
-    }
 
 
 @pytest.fixture

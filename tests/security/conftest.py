@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from attack_support import FILES, OWN, VICTIM
 from mr_harness import TOKEN
+from scoping_support import FILES, OWN, VICTIM
 
 from workqueue.testing.gitlab_simulator import GitLabSimulator
 

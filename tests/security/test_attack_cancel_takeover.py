@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 from api_harness import build_client
-from attack_support import OWN, ci_job, scoped_rules, submission
 from harness import wait_until
+from scoping_support import OWN, ci_job, scoped_rules, submission
 
 BRANCH = "workqueue/sync"
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from api_harness import build_client
-from attack_support import ADMIN_SUB, OTHER_BOT, OWN, ci_job, scoped_rules, submission, token
+from scoping_support import ADMIN_SUB, OTHER_BOT, OWN, ci_job, scoped_rules, submission, token
 
 
 @pytest.fixture

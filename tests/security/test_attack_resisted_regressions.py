@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from api_harness import build_client
-from attack_support import OWN, VICTIM, ci_job, scoped_rules, submission, token
+from scoping_support import OWN, VICTIM, ci_job, scoped_rules, submission, token
 
 WRITES = ("POST", "PUT", "DELETE")
 

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from api_harness import build_client
-from attack_support import ADMIN_SUB, OWN, scoped_rules, submission, token
 from harness import wait_until
+from scoping_support import ADMIN_SUB, OWN, scoped_rules, submission, token
 
 COMMITS_ROUTE = "/projects/:id/repository/commits"
 

@@ -1,4 +1,9 @@
-"""Helpers of the security review reproductions (tokens, rules, bodies)."""
+"""Scoped callers for API tests: rules with `projects:`, tokens, CI jobs, bodies.
+
+The GitLab-CI-style caller holds `project_path`/`namespace_path` claims and a
+rule `projects: ["{project_path}"]`: it may act on its own project only. Used
+by tests/api/test_api_scoping.py and the attack suite in tests/security/.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +12,13 @@ from typing import Any
 from auth_support import LocalIssuer, claims_for, sign
 
 OWN = "team/app"
+SIBLING = "team/other"
 VICTIM = "victim/prod"
 ADMIN_SUB = "system:serviceaccount:ops:admin"
 OTHER_BOT = "system:serviceaccount:ops:other-bot"
+TEAM_READER = "system:serviceaccount:team:reader"
+MAIN_ONLY = "system:serviceaccount:ci:main-only"
+WRITES = ("POST", "PUT", "DELETE")
 FILES = {"README.md": "# hello\n", "kernel.spec": "Version: 1\n"}
 
 
@@ -31,6 +40,8 @@ def scoped_rules(issuer_url: str) -> tuple[dict[str, Any], ...]:
             projects=["{project_path}"],
         ),
         rule({"sub": [ADMIN_SUB, OTHER_BOT]}, ["read", "submit", "retry"], projects=["**"]),
+        rule({"sub": TEAM_READER}, ["read"], projects=["team/**"]),
+        rule({"sub": MAIN_ONLY, "ref": "main"}, ["submit"], projects=["**"]),
     )
 
 
