@@ -9,11 +9,11 @@ from __future__ import annotations
 import logging
 import re
 from typing import Annotated
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from workqueue.auth.projects import pattern_problem, placeholders
+from workqueue.types.gitlab_connection import check_gitlab_url
 from workqueue.types.mr.paths import branch_problem, check_glob
 
 logger = logging.getLogger(__name__)
@@ -223,13 +223,7 @@ class MRTypeConfig(BaseModel):
     @field_validator("gitlab_url")
     @classmethod
     def _check_gitlab_url(cls, value: str) -> str:
-        parts = urlsplit(value)
-        if parts.scheme not in {"http", "https"} or not parts.hostname:
-            raise ValueError(f"gitlab_url must be an http(s) URL with a host, got {value!r}")
-        if parts.query or parts.fragment:
-            raise ValueError("gitlab_url must not have a query or fragment")
-        # python-gitlab appends '/api/v4'; a trailing slash would double it.
-        return value.rstrip("/")
+        return check_gitlab_url(value)
 
     @field_validator("path_blocklist")
     @classmethod

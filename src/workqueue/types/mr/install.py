@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import Any
 
-from workqueue.gitlab.client import GitLabClient
 from workqueue.queue.registry import TypeRegistry
-from workqueue.types.catalog import HandledTypeError, InstallContext
+from workqueue.types.catalog import InstallContext
+from workqueue.types.gitlab_connection import connect_gitlab
 from workqueue.types.mr.ci_retry import CIRetryExecutor
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.decider import (
@@ -24,27 +23,10 @@ from workqueue.types.mr.models import MR_ITEM_TYPE, MRWorkItem
 from workqueue.types.mr.reconcile import MRReconciler
 from workqueue.types.mr.resolvers import register_mr_resolvers
 
-logger = logging.getLogger(__name__)
-
 
 def install_mr(registry: TypeRegistry, section: Mapping[str, Any], context: InstallContext) -> None:
     config = MRTypeConfig.model_validate(section)
-    if config.gitlab_url.startswith("http://"):
-        logger.warning(
-            "handled_types.mr.gitlab_url %s is plain http: the GitLab token crosses the "
-            "network unencrypted (acceptable for local development only)",
-            config.gitlab_url,
-        )
-    if not context.gitlab_token:
-        raise HandledTypeError(
-            "handled_types.mr needs a GitLab token: set WORKQUEUE_SERVICE_GITLAB_TOKEN"
-        )
-    if context.gitlab_client_factory is not None:
-        client = context.gitlab_client_factory(config.gitlab_url, context.gitlab_token)
-    else:
-        client = GitLabClient(
-            config.gitlab_url, context.gitlab_token, on_call=context.gitlab_on_call
-        )
+    client = connect_gitlab("mr", config.gitlab_url, context)
     executors = MRExecutors(client, config)
     reconciler = MRReconciler(client, config)
     ci_retry = CIRetryExecutor(client, config.ci_retry)

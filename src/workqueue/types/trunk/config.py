@@ -8,9 +8,10 @@ by the pipeline").
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from workqueue.types.gitlab_connection import check_gitlab_url
 
 # CI variable names GitLab accepts (letters, digits, underscore).
 _VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
@@ -81,12 +82,7 @@ class TrunkTypeConfig(BaseModel):
     @field_validator("gitlab_url")
     @classmethod
     def _check_gitlab_url(cls, value: str) -> str:
-        parts = urlsplit(value)
-        if parts.scheme not in {"http", "https"} or not parts.hostname:
-            raise ValueError(f"gitlab_url must be an http(s) URL with a host, got {value!r}")
-        if parts.query or parts.fragment:
-            raise ValueError("gitlab_url must not have a query or fragment")
-        return value.rstrip("/")
+        return check_gitlab_url(value)
 
     @model_validator(mode="after")
     def _unique_queues(self) -> TrunkTypeConfig:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import Any
 
-from workqueue.gitlab.client import GitLabClient
 from workqueue.queue.registry import TypeRegistry
-from workqueue.types.catalog import HandledTypeError, InstallContext
+from workqueue.types.catalog import InstallContext
+from workqueue.types.gitlab_connection import connect_gitlab
 from workqueue.types.trunk.config import TrunkTypeConfig
 from workqueue.types.trunk.decider import PROCESS, RECORD, decide_trunk
 from workqueue.types.trunk.events import register_trunk_events
@@ -17,29 +16,12 @@ from workqueue.types.trunk.hooks import TrunkHooks
 from workqueue.types.trunk.ingest import push_creator
 from workqueue.types.trunk.models import TRUNK_ITEM_TYPE, TrunkWorkItem
 
-logger = logging.getLogger(__name__)
-
 
 def install_trunk(
     registry: TypeRegistry, section: Mapping[str, Any], context: InstallContext
 ) -> None:
     config = TrunkTypeConfig.model_validate(section)
-    if config.gitlab_url.startswith("http://"):
-        logger.warning(
-            "handled_types.trunk.gitlab_url %s is plain http: the GitLab token crosses the "
-            "network unencrypted (acceptable for local development only)",
-            config.gitlab_url,
-        )
-    if not context.gitlab_token:
-        raise HandledTypeError(
-            "handled_types.trunk needs a GitLab token: set WORKQUEUE_SERVICE_GITLAB_TOKEN"
-        )
-    if context.gitlab_client_factory is not None:
-        client = context.gitlab_client_factory(config.gitlab_url, context.gitlab_token)
-    else:
-        client = GitLabClient(
-            config.gitlab_url, context.gitlab_token, on_call=context.gitlab_on_call
-        )
+    client = connect_gitlab("trunk", config.gitlab_url, context)
     executors = TrunkExecutors(client, config)
     hooks = TrunkHooks(config)
     registration = registry.register(
