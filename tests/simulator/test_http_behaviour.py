@@ -141,6 +141,23 @@ def test_dropped_connection_and_latency(sim, project_id, project, gl):
     assert time.monotonic() - started >= 0.2
 
 
+def test_a_fault_with_a_probability_hits_about_that_share_of_calls(sim, api, project_id):
+    sim.inject_fault("GET", "/projects/:id", status=503, times=None, probability=0.5)
+    statuses = [api.get(f"/projects/{project_id}").status_code for _ in range(200)]
+    assert set(statuses) == {200, 503}
+    assert 60 <= statuses.count(503) <= 140
+    with pytest.raises(ValueError, match="probability"):
+        sim.inject_fault("GET", "/projects/:id", probability=0)
+
+
+def test_request_records_carry_their_arrival_and_answer_times(sim, project_id, gl):
+    sim.inject_fault("GET", "/projects/:id", status=None, latency=0.2)
+    gl.projects.get(project_id)
+    (record,) = sim.log.records(route="/projects/:id")
+    assert record.started_at is not None
+    assert record.at - record.started_at >= 0.2
+
+
 def test_faults_reject_unknown_routes(sim):
     with pytest.raises(ValueError, match="no simulated route"):
         sim.inject_fault("POST", "/projects/:id/nothing")

@@ -87,6 +87,7 @@ class Application:
         query = parse_form(query_string)
         path = raw_path[len(API_PREFIX) :] if raw_path.startswith(API_PREFIX + "/") else None
         record: dict[str, Any] = {
+            "started_at": time.time(),
             "method": method,
             "path": path or raw_path,
             "query": query,
@@ -149,6 +150,7 @@ class Application:
                 body=record["body"],
                 status=response.status,
                 fault=record.get("fault", False),
+                started_at=record["started_at"],
             )
         )
         return response

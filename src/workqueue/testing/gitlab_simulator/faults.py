@@ -4,11 +4,14 @@ A `FaultRule` targets one route template (`"POST", "/projects/:id/repository/com
 or every route (`"*"`), for the next `times` matching calls (None: until cleared).
 It can delay the call, replace the answer with an error status, drop the
 connection, or — with `after_apply=True` — let the request take effect and then
-lose the answer, the case that makes idempotency matter.
+lose the answer, the case that makes idempotency matter. With `probability` below 1
+a matching call is hit only that often (a storm: half the calls fail), drawn from
+the injector's own seeded random generator so a run can be repeated.
 """
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from dataclasses import dataclass, field
@@ -41,6 +44,7 @@ class FaultRule:
     body: Any = None
     after_apply: bool = False
     disconnect: bool = False
+    probability: float = 1.0
     hits: int = 0
 
     def matches(self, method: str, route: str) -> bool:
@@ -71,10 +75,11 @@ class FaultRule:
 class FaultInjector:
     """Thread-safe list of rules; the first unexhausted matching rule fires."""
 
-    def __init__(self, known_routes: set[str]) -> None:
+    def __init__(self, known_routes: set[str], seed: int = 0) -> None:
         self._known = known_routes
         self._lock = threading.Lock()
         self._rules: list[FaultRule] = []
+        self._random = random.Random(seed)  # noqa: S311 - fault draws, not secrets
 
     def inject(
         self,
@@ -89,10 +94,14 @@ class FaultInjector:
         after_apply: bool = False,
         disconnect: bool = False,
         latency_after: float = 0.0,
+        probability: float = 1.0,
     ) -> FaultRule:
         """Add a rule. `status=None` with `latency` only slows the call down; with
-        `latency_after` the call takes effect first and its answer comes late."""
+        `latency_after` the call takes effect first and its answer comes late.
+        `probability` (0 < p <= 1): the share of matching calls the rule fires on."""
         method = method.upper()
+        if not 0 < probability <= 1:
+            raise ValueError("probability must be in (0, 1]")
         if route != ANY and not any(
             known.endswith(f" {route}") and (method == ANY or known.startswith(f"{method} "))
             for known in self._known
@@ -109,6 +118,7 @@ class FaultInjector:
             body=body,
             after_apply=after_apply,
             disconnect=disconnect,
+            probability=probability,
         )
         with self._lock:
             self._rules.append(rule)
@@ -119,6 +129,8 @@ class FaultInjector:
         with self._lock:
             for rule in self._rules:
                 if not rule.exhausted and rule.matches(method, route):
+                    if rule.probability < 1 and self._random.random() >= rule.probability:
+                        continue
                     rule.hits += 1
                     return rule
         return None
@@ -142,7 +154,8 @@ class RequestRecord:
     body: Any
     status: int  # 0 when the connection was dropped
     fault: bool  # True when an injected fault shaped the answer
-    at: float = field(default_factory=time.time)
+    at: float = field(default_factory=time.time)  # when the answer was ready
+    started_at: float | None = None  # when the request arrived (None: not known)
 
     @property
     def is_write(self) -> bool:
