@@ -10,10 +10,12 @@ import ipaddress
 import json
 import logging
 import os
+import socket
 from pathlib import Path
 
 import typer
 import uvicorn
+from fastapi import FastAPI
 from pydantic import ValidationError
 from sqlalchemy.engine import URL
 
@@ -24,6 +26,7 @@ from workqueue.cli.database import (
     check_and_migrate,
     service_database,
 )
+from workqueue.cli.listener import EXIT_CANNOT_LISTEN, ListenError, listen_on
 from workqueue.cli.logging_setup import LogFormat, configure_logging
 from workqueue.config import ConfigError, ServiceConfig, describe_validation_error, load_config
 from workqueue.db.url import InvalidDatabaseURLError
@@ -94,11 +97,15 @@ def serve(
             EXIT_USAGE,
         )
     config = _config(settings)
+    try:
+        listener = listen_on(host, port)
+    except ListenError as error:
+        raise _fail(str(error), EXIT_CANNOT_LISTEN) from None
     started = True
     try:
-        with service_database(settings, data_dir) as url:
+        with listener, service_database(settings, data_dir) as url:
             check_and_migrate(url, migrate=not no_migrate)
-            started = _run_server(settings, config, url, host, port, log_level)
+            started = _run_server(settings, config, url, listener, log_level)
     except ShutdownRequested:
         logging.getLogger(__name__).info("stopped on request")
     except StartupError as error:
@@ -118,19 +125,30 @@ def is_loopback_host(host: str) -> bool:
 
 
 def _run_server(
-    settings: Settings, config: ServiceConfig, url: URL, host: str, port: int, level: str
+    settings: Settings, config: ServiceConfig, url: URL, listener: socket.socket, level: str
 ) -> bool:
     """Serve until stopped; False when the application failed during startup."""
     try:
         application = create_app(settings, config, database_url=url)
     except (RuntimeError, ValueError) as error:
         raise StartupError(str(error)) from None
-    server = uvicorn.Server(
-        # log_config=None: uvicorn's loggers go through our handler (text or JSON).
-        uvicorn.Config(application, host=host, port=port, log_level=level, log_config=None)
-    )
-    server.run()
+    server = build_uvicorn(application, listener, level)
+    # uvicorn announces only the addresses it bound itself.
+    logging.getLogger(__name__).info("listening on %s", listener_url(listener))
+    server.run(sockets=[listener])
     return bool(server.started)
+
+
+def build_uvicorn(application: FastAPI, listener: socket.socket, level: str) -> uvicorn.Server:
+    host, port = listener.getsockname()[:2]
+    # log_config=None: uvicorn's loggers go through our handler (text or JSON).
+    config = uvicorn.Config(application, host=host, port=port, log_level=level, log_config=None)
+    return uvicorn.Server(config)
+
+
+def listener_url(listener: socket.socket) -> str:
+    host, port = listener.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def migrate(data_dir: Path | None) -> None:
