@@ -3,7 +3,7 @@
 `POST /cancel` needs only the `retry` permission on the item's project (no
 ownership check, by design), and a new generation of the same
 `(project, source_branch)` then trusts every earlier generation's commits
-(`executors._generation_ids` selects by project and branch, *not* by caller).
+(`ensure_mr`'s generation lookup selected by project and branch, *not* by caller).
 So caller B cancels caller A's live item, submits its own content for A's
 branch, and the service force-pushes over A's commit and adopts, retitles and
 (with auto_merge) merges A's merge request: the MR reviewers were looking at.

@@ -28,12 +28,13 @@ from workqueue.queue.models import DimensionStatus
 from workqueue.queue.processing import ProcessingManager
 from workqueue.queue.registry import TypeRegistry
 from workqueue.testing.gitlab_simulator import GitLabSimulator
+from workqueue.types.mr.check_empty_diff import CheckEmptyDiff
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.decider import CHECK_EMPTY_DIFF, ENSURE_MR, RECONCILE_MR, RETRY_CI
-from workqueue.types.mr.events import register_mr_event_handlers
-from workqueue.types.mr.executors import MRExecutors
+from workqueue.types.mr.ensure_mr import EnsureMR
+from workqueue.types.mr.event_handlers import register_mr_event_handlers
 from workqueue.types.mr.models import MRDimension
-from workqueue.types.mr.reconcile import MRReconciler
+from workqueue.types.mr.reconcile_mr import ReconcileMR
 
 BRANCH = "workqueue/sync-kernel"
 # What body() changes on top of FILES: pushing exactly this to main empties the MR.
@@ -86,12 +87,12 @@ def lifecycle_registry(
     config = registration.config
     assert isinstance(config, MRTypeConfig)
     client = GitLabClient(simulator.url, TOKEN, timeout=5)
-    reconciler = MRReconciler(client, config, recheck_delay=timedelta(seconds=recheck_seconds))
-    registration.executors[ENSURE_MR] = MRExecutors(client, config).ensure_mr
+    reconciler = ReconcileMR(client, recheck_delay=timedelta(seconds=recheck_seconds))
+    registration.executors[ENSURE_MR] = EnsureMR(client, config).ensure_mr
     registration.executors[RECONCILE_MR] = (
         _reconcile_stub if stub_reconcile else reconciler.reconcile_mr
     )
-    registration.executors[CHECK_EMPTY_DIFF] = reconciler.check_empty_diff
+    registration.executors[CHECK_EMPTY_DIFF] = CheckEmptyDiff(client, config).check_empty_diff
     registration.executors.setdefault(RETRY_CI, _no_ci_retry)
     if not registration.event_handlers:
         register_mr_event_handlers(registration)

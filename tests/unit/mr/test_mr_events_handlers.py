@@ -22,7 +22,7 @@ from workqueue.queue.models import DimensionStatus, Phase
 from workqueue.queue.registry import TypeRegistry
 from workqueue.types.mr.authorship import stamp
 from workqueue.types.mr.decider import decide_mr
-from workqueue.types.mr.events import (
+from workqueue.types.mr.event_handlers import (
     ZERO_SHA,
     on_job,
     on_merge_request,

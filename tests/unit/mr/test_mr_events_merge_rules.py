@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 
 from workqueue.gitlab.models import MergeRequestInfo
+from workqueue.types.mr.merge_blockers import BlockerCode, merge_blocker
 from workqueue.types.mr.models import MRWorkItem
-from workqueue.types.mr.reconcile import BlockerCode, merge_blocker
 
 HEAD, OLD = "a" * 40, "b" * 40
 

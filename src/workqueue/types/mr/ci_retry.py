@@ -10,10 +10,10 @@ event claimed:
    failed, must not be `allow_failure` (its failure blocks nothing), and must
    have run on the MR's current head sha (and on `head_pipeline_sha` when the
    item knows it);
-3. the matcher (`herder.py`) decides, reading the job log tail (at most
+3. the rules (`ci_retry_rules.py`) decides, reading the job log tail (at most
    `ci_retry.log_tail_bytes`) only when a rule needs log patterns;
 4. a retry with a delay is first deferred through the dimension's
-   `pending_until`; the run after the deferral retries (see `RetryDelays`);
+   `pending_until`; the run after the deferral retries (see `ci_retry_delays.RetryDelays`);
 5. the replica's circuit breaker must admit the retry, else the dimension is
    deferred until it closes;
 6. the job is retried (`POST /jobs/:id/retry`), the item's
@@ -31,14 +31,7 @@ under-count by the number of such crashes.
 
 from __future__ import annotations
 
-import logging
-import threading
-import time
-import uuid
-from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, cast
 
 from workqueue.gitlab.client import GitLabClient
@@ -46,174 +39,17 @@ from workqueue.gitlab.errors import PermanentGitLabError
 from workqueue.gitlab.models import JobInfo, MergeRequestInfo
 from workqueue.queue.context import ExecutionContext
 from workqueue.queue.models import DimensionStatus
+from workqueue.types.mr.ci_retry_breaker import RetryCircuitBreaker
+from workqueue.types.mr.ci_retry_delays import RetryDelays
+from workqueue.types.mr.ci_retry_rules import FailedJob, decide, needs_log_tail
 from workqueue.types.mr.config import CIRetryConfig
-from workqueue.types.mr.herder import FailedJob, decide, needs_log_tail
 from workqueue.types.mr.models import MRDimension, MRWorkItem
-
-logger = logging.getLogger(__name__)
 
 NEEDS_CI_RETRY = MRDimension.NEEDS_CI_RETRY
 # GitLab's answers to a retry POST that mean "this job cannot be retried".
 _NOT_RETRYABLE = frozenset({403, 404})
 # A refused retry waits at least this long, so a breaker about to close does not spin.
 _MIN_PAUSE_SECONDS = 1.0
-_FORGET_BOOKINGS_AFTER = timedelta(days=1)
-
-
-@dataclass(frozen=True, slots=True)
-class BreakerAdmission:
-    """The breaker's answer to one retry. `ticket` gives the slot back via `release`."""
-
-    admitted: bool
-    wait_seconds: float  # 0 when admitted; else until the breaker closes
-    ticket: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class BreakerState:
-    """A snapshot for metrics: gauges (`open`, `retries_in_window`,
-    `seconds_until_close`) and monotonically increasing counters (`*_total`)."""
-
-    open: bool
-    retries_in_window: int
-    max_retries: int
-    window_seconds: float
-    seconds_until_close: float
-    admitted_total: int
-    refused_total: int
-    opened_total: int
-
-
-class RetryCircuitBreaker:
-    """At most `max_retries` CI retries in any `window_seconds`, across all items.
-
-    A retry wanted beyond that opens the breaker: every retry is refused for
-    `window_seconds` from that moment (retries made before it have then left
-    the window, so it closes with a clean slate). The state is in-process:
-    each replica has its own breaker. Thread-safe.
-    """
-
-    def __init__(
-        self,
-        max_retries: int,
-        window_seconds: float,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        if max_retries < 1:
-            raise ValueError("max_retries must be at least 1")
-        if window_seconds <= 0:
-            raise ValueError("window_seconds must be positive")
-        self._max = max_retries
-        self._window = window_seconds
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._recent: deque[float] = deque()
-        self._opened_at: float | None = None
-        self._admitted_total = 0
-        self._refused_total = 0
-        self._opened_total = 0
-
-    def acquire(self) -> BreakerAdmission:
-        """Take a retry slot, or learn how long retries are paused."""
-        with self._lock:
-            now = self._clock()
-            self._refresh(now)
-            if self._opened_at is None and len(self._recent) >= self._max:
-                self._opened_at = now
-                self._opened_total += 1
-                logger.warning(
-                    "CI retry circuit breaker OPEN: %d retries in the last %g s reached the "
-                    "limit; retries on this replica are paused for %g s",
-                    len(self._recent),
-                    self._window,
-                    self._window,
-                )
-            if self._opened_at is not None:
-                self._refused_total += 1
-                return BreakerAdmission(
-                    admitted=False, wait_seconds=self._opened_at + self._window - now
-                )
-            self._recent.append(now)
-            self._admitted_total += 1
-            return BreakerAdmission(admitted=True, wait_seconds=0.0, ticket=now)
-
-    def release(self, ticket: float) -> None:
-        """Give back a slot whose retry did not happen (GitLab refused it)."""
-        with self._lock:
-            try:
-                self._recent.remove(ticket)
-            except ValueError:
-                return  # already out of the window
-            self._admitted_total -= 1
-
-    def is_open(self) -> bool:
-        with self._lock:
-            self._refresh(self._clock())
-            return self._opened_at is not None
-
-    def state(self) -> BreakerState:
-        with self._lock:
-            now = self._clock()
-            self._refresh(now)
-            until_close = 0.0 if self._opened_at is None else self._opened_at + self._window - now
-            return BreakerState(
-                open=self._opened_at is not None,
-                retries_in_window=len(self._recent),
-                max_retries=self._max,
-                window_seconds=self._window,
-                seconds_until_close=until_close,
-                admitted_total=self._admitted_total,
-                refused_total=self._refused_total,
-                opened_total=self._opened_total,
-            )
-
-    def _refresh(self, now: float) -> None:
-        """Close an expired pause and forget retries older than the window (lock held)."""
-        if self._opened_at is not None and now >= self._opened_at + self._window:
-            self._opened_at = None
-            logger.info("CI retry circuit breaker closed: retries resume")
-        horizon = now - self._window
-        while self._recent and self._recent[0] <= horizon:
-            self._recent.popleft()
-
-
-class RetryDelays:
-    """When each delayed retry is due, by (item id, job id). In-process, thread-safe.
-
-    The first run that wants to retry a job with a delay books `now + delay` and
-    defers the dimension until then; the run the deferral wakes finds the booking
-    due and retries. Keyed by job id, so the next failure (a new job) waits its
-    own delay, and an event re-setting the dimension early only defers for what
-    is left. The engine's sweep clears `pending_until` when it wakes an item, so
-    the dimension row cannot tell a woken run from a fresh one; this book can.
-    It is per replica and not durable: after a restart, or on another replica,
-    the delay is waited once more (later, never earlier). Bookings not settled
-    within a day are forgotten.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._due: dict[tuple[uuid.UUID, int], datetime] = {}
-
-    def remaining(self, key: tuple[uuid.UUID, int], delay: timedelta, now: datetime) -> timedelta:
-        """How long the retry of `key` must still wait (booking it on first sight)."""
-        if delay <= timedelta(0):
-            return timedelta(0)
-        with self._lock:
-            horizon = now - _FORGET_BOOKINGS_AFTER
-            for stale in [k for k, due in self._due.items() if due < horizon]:
-                del self._due[stale]
-            due = self._due.setdefault(key, now + delay)
-        return max(due - now, timedelta(0))
-
-    def forget(self, key: tuple[uuid.UUID, int]) -> None:
-        with self._lock:
-            self._due.pop(key, None)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._due)
 
 
 class CIRetryExecutor:

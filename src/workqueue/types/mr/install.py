@@ -1,4 +1,5 @@
-"""Registers the `mr` type: config section, decider, executors, event handlers, resolvers."""
+"""Registers the `mr` type: config section, decider, one executor per action (each in its
+own module), cancel/retry hooks, event handlers, resolvers."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from typing import Any
 from workqueue.queue.registry import TypeRegistry
 from workqueue.types.catalog import InstallContext
 from workqueue.types.gitlab_connection import connect_gitlab
+from workqueue.types.mr.cancel_retry_hooks import MRCancelRetryHooks
+from workqueue.types.mr.check_empty_diff import CheckEmptyDiff
 from workqueue.types.mr.ci_retry import CIRetryExecutor
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.decider import (
@@ -17,34 +20,33 @@ from workqueue.types.mr.decider import (
     RETRY_CI,
     decide_mr,
 )
-from workqueue.types.mr.events import register_mr_event_handlers
-from workqueue.types.mr.executors import MRExecutors
+from workqueue.types.mr.ensure_mr import EnsureMR
+from workqueue.types.mr.event_handlers import register_mr_event_handlers
 from workqueue.types.mr.models import MR_ITEM_TYPE, MRWorkItem
-from workqueue.types.mr.reconcile import MRReconciler
+from workqueue.types.mr.reconcile_mr import ReconcileMR
 from workqueue.types.mr.resolvers import register_mr_resolvers
 
 
 def install_mr(registry: TypeRegistry, section: Mapping[str, Any], context: InstallContext) -> None:
     config = MRTypeConfig.model_validate(section)
     client = connect_gitlab("mr", config.gitlab_url, context)
-    executors = MRExecutors(client, config)
-    reconciler = MRReconciler(client, config)
+    hooks = MRCancelRetryHooks(client)
     ci_retry = CIRetryExecutor(client, config.ci_retry)
     registration = registry.register(
         MR_ITEM_TYPE, model=MRWorkItem, decider=decide_mr, config=config
     )
-    registration.add_executor(ENSURE_MR, executors.ensure_mr)
-    registration.add_executor(RECONCILE_MR, reconciler.reconcile_mr)
+    registration.add_executor(ENSURE_MR, EnsureMR(client, config).ensure_mr)
+    registration.add_executor(RECONCILE_MR, ReconcileMR(client).reconcile_mr)
     registration.add_executor(RETRY_CI, ci_retry.retry_ci)
-    registration.add_executor(CHECK_EMPTY_DIFF, reconciler.check_empty_diff)
+    registration.add_executor(CHECK_EMPTY_DIFF, CheckEmptyDiff(client, config).check_empty_diff)
     register_mr_event_handlers(registration)
     register_mr_resolvers(registration)
-    registration.cancel_hook = executors.close_on_cancel
+    registration.cancel_hook = hooks.close_on_cancel
     breaker = ci_retry.breaker
     registration.add_gauge("ci_retry_breaker_open", lambda: float(breaker.is_open()))
     registration.add_gauge(
         "ci_retry_breaker_retries_in_window", lambda: float(breaker.state().retries_in_window)
     )
     registration.add_gauge("ci_retry_breaker_refused", lambda: float(breaker.state().refused_total))
-    registration.retry_hook = executors.reopen_on_retry
+    registration.retry_hook = hooks.reopen_on_retry
     registration.resolve_project_path = lambda project: client.project(project).path_with_namespace

@@ -10,7 +10,7 @@ from workqueue.types.catalog import InstallContext
 from workqueue.types.gitlab_connection import connect_gitlab
 from workqueue.types.trunk.config import TrunkTypeConfig
 from workqueue.types.trunk.decider import PROCESS, RECORD, decide_trunk
-from workqueue.types.trunk.events import register_trunk_events
+from workqueue.types.trunk.event_handlers import register_trunk_events
 from workqueue.types.trunk.executors import TrunkExecutors
 from workqueue.types.trunk.hooks import TrunkHooks
 from workqueue.types.trunk.ingest import push_creator

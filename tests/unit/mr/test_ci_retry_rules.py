@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workqueue.types.mr.config import (
-    INFRASTRUCTURE_FAILURE_REASONS,
-    CIRetryConfig,
-    CIRetryRule,
-)
-from workqueue.types.mr.herder import (
+from workqueue.types.mr.ci_retry_rules import (
     FailedJob,
     RetryDecision,
     clean_log,
@@ -17,6 +12,11 @@ from workqueue.types.mr.herder import (
     matching_rule,
     needs_log_tail,
     retry_delay,
+)
+from workqueue.types.mr.config import (
+    INFRASTRUCTURE_FAILURE_REASONS,
+    CIRetryConfig,
+    CIRetryRule,
 )
 
 DEFAULT_RULES = CIRetryConfig().rules

@@ -1,4 +1,4 @@
-"""The CI retry circuit breaker (in `ci_retry.py`), on a fake clock."""
+"""The CI retry circuit breaker (in `ci_retry_breaker.py`), on a fake clock."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from workqueue.types.mr.ci_retry import BreakerState, RetryCircuitBreaker
+from workqueue.types.mr.ci_retry_breaker import BreakerState, RetryCircuitBreaker
 
 
 class Clock:

@@ -1,4 +1,6 @@
-"""Executors of the `mr` type. They change state and call GitLab; they never commit.
+"""`ensure_mr`: bring the bot branch and its MR to exactly the submitted content.
+
+Like every executor of the `mr` type it changes state and calls GitLab; it never commits.
 
 GitLab errors arrive already classified by the adapter: a
 `PermanentGitLabError` fails the item at once with GitLab's own message, a
@@ -9,19 +11,14 @@ DDR-14); nothing here retries on its own.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Any, cast
-
-from sqlalchemy.orm import Session
+from typing import cast
 
 from workqueue.gitlab.client import GitLabClient
 from workqueue.gitlab.models import BranchInfo, MergeRequestInfo, ProjectInfo
-from workqueue.queue import repository
 from workqueue.queue.context import ExecutionContext
-from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.errors import PermanentError
-from workqueue.queue.models import DimensionStatus, Phase, WorkItem
+from workqueue.queue.models import DimensionStatus
 from workqueue.types.mr import repository as mr_repository
 from workqueue.types.mr.authorship import (
     BranchMRs,
@@ -31,16 +28,9 @@ from workqueue.types.mr.authorship import (
     stamped_item,
 )
 from workqueue.types.mr.config import MRTypeConfig
-from workqueue.types.mr.models import CompletionReason, MRDimension, MRWorkItem
+from workqueue.types.mr.models import MRDimension, MRWorkItem
+from workqueue.types.mr.mr_outcomes import finish_empty
 from workqueue.types.mr.policy import target_problem
-
-CANCELLED_NOTE = (
-    "Closing: the work item behind this merge request was cancelled. (workqueue-service)"
-)
-EMPTY_DIFF_NOTE = (
-    "Closing: the target branch already contains these changes, so this merge "
-    "request would be empty. (workqueue-service)"
-)
 
 
 class _Branch(enum.Enum):
@@ -51,8 +41,8 @@ class _Branch(enum.Enum):
     FOREIGN_RECORDED = "foreign"  # someone else's head, recorded in this step
 
 
-class MRExecutors:
-    """Executors bound to one GitLab client (one per configured GitLab instance)."""
+class EnsureMR:
+    """The `ensure_mr` executor, bound to one GitLab client (one per configured GitLab instance)."""
 
     def __init__(self, gitlab: GitLabClient, config: MRTypeConfig | None = None) -> None:
         self._gitlab = gitlab
@@ -224,24 +214,6 @@ class MRExecutors:
             )
         return branch_mrs
 
-    def close_on_cancel(self, session: Session, item: WorkItem, options: Mapping[str, Any]) -> None:
-        """Cancel hook: with `close_mr`, close the item's open MR with a note (else no-op)."""
-        del session  # nothing to write beyond what the generic cancel does
-        mr_item = cast("MRWorkItem", item)
-        if not options.get("close_mr") or mr_item.mr_iid is None:
-            return
-        merge_request = self._gitlab.merge_request(mr_item.project, mr_item.mr_iid)
-        if merge_request.state != "opened":
-            return
-        self._gitlab.add_note(mr_item.project, mr_item.mr_iid, CANCELLED_NOTE)
-        self._gitlab.close_merge_request(mr_item.project, mr_item.mr_iid)
-
-    def reopen_on_retry(self, session: Session, item: WorkItem) -> None:
-        """Retry hook: ask for the branch and MR again (a cancelled item's MR may be closed)."""
-        repository.upsert_dimension(
-            session, item.id, DimensionUpdate(MRDimension.NEEDS_MR, DimensionStatus.TRUE)
-        )
-
     def _sync_metadata(self, item: MRWorkItem, merge_request: MergeRequestInfo) -> MergeRequestInfo:
         wanted = {
             "title": item.title,
@@ -257,37 +229,6 @@ class MRExecutors:
         if not changed:
             return merge_request
         return self._gitlab.update_merge_request(item.project, merge_request.iid, **changed)
-
-
-def finish_empty(
-    gitlab: GitLabClient,
-    context: ExecutionContext,
-    item: MRWorkItem,
-    open_mr_iids: Sequence[int],
-) -> None:
-    """DDR-43: nothing left to merge; leave no empty MR and no bot branch behind.
-
-    Closes the given open MRs (the service's own) with a note saying why,
-    deletes the bot branch when its head is the service's last push (already
-    gone is fine; someone else's commits are kept) and completes the item
-    with reason `empty_diff`.
-    """
-    for iid in open_mr_iids:
-        gitlab.add_note(item.project, iid, EMPTY_DIFF_NOTE)
-        gitlab.close_merge_request(item.project, iid)
-    head = gitlab.branch(item.project, item.source_branch)
-    if head is not None and head.sha == item.mr_sha:
-        gitlab.delete_branch(item.project, item.source_branch)
-    elif head is not None:
-        context.audit(
-            "mr_branch_kept",
-            reason="the bot branch holds commits the service did not push; not deleting it",
-            head_sha=head.sha,
-            branch=item.source_branch,
-        )
-    item.completion_reason = CompletionReason.EMPTY_DIFF
-    context.set_dimension(MRDimension.NEEDS_MR, DimensionStatus.FALSE)
-    context.set_phase(Phase.COMPLETED, "the target branch already has this content")
 
 
 def _checked_target(item: MRWorkItem, project: ProjectInfo) -> str:

@@ -1,11 +1,11 @@
-"""`RetryDelays`: when a delayed CI retry is due (in `ci_retry.py`)."""
+"""`RetryDelays`: when a delayed CI retry is due (in `ci_retry_delays.py`)."""
 
 from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from workqueue.types.mr.ci_retry import RetryDelays
+from workqueue.types.mr.ci_retry_delays import RetryDelays
 
 NOW = datetime(2026, 11, 29, 12, tzinfo=UTC)
 ITEM = uuid.uuid4()

@@ -1,0 +1,43 @@
+"""The `mr` type's part in the generic cancel and retry routes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, cast
+
+from sqlalchemy.orm import Session
+
+from workqueue.gitlab.client import GitLabClient
+from workqueue.queue import repository
+from workqueue.queue.dimensions import DimensionUpdate
+from workqueue.queue.models import DimensionStatus, WorkItem
+from workqueue.types.mr.models import MRDimension, MRWorkItem
+
+CANCELLED_NOTE = (
+    "Closing: the work item behind this merge request was cancelled. (workqueue-service)"
+)
+
+
+class MRCancelRetryHooks:
+    """Cancel and retry hooks bound to one GitLab client."""
+
+    def __init__(self, gitlab: GitLabClient) -> None:
+        self._gitlab = gitlab
+
+    def close_on_cancel(self, session: Session, item: WorkItem, options: Mapping[str, Any]) -> None:
+        """Cancel hook: with `close_mr`, close the item's open MR with a note (else no-op)."""
+        del session  # nothing to write beyond what the generic cancel does
+        mr_item = cast("MRWorkItem", item)
+        if not options.get("close_mr") or mr_item.mr_iid is None:
+            return
+        merge_request = self._gitlab.merge_request(mr_item.project, mr_item.mr_iid)
+        if merge_request.state != "opened":
+            return
+        self._gitlab.add_note(mr_item.project, mr_item.mr_iid, CANCELLED_NOTE)
+        self._gitlab.close_merge_request(mr_item.project, mr_item.mr_iid)
+
+    def reopen_on_retry(self, session: Session, item: WorkItem) -> None:
+        """Retry hook: ask for the branch and MR again (a cancelled item's MR may be closed)."""
+        repository.upsert_dimension(
+            session, item.id, DimensionUpdate(MRDimension.NEEDS_MR, DimensionStatus.TRUE)
+        )
