@@ -158,6 +158,15 @@ def test_request_records_carry_their_arrival_and_answer_times(sim, project_id, g
     assert record.at - record.started_at >= 0.2
 
 
+def test_calls_with_a_labelled_bot_token_are_logged_with_the_label(sim, client_factory):
+    sim.add_bot_token("second-token", "replica-b")
+    client_factory(private_token="second-token").auth()
+    client_factory().auth()
+    (labelled, plain) = sim.log.records(route="/user")
+    assert (labelled.caller, plain.caller) == ("replica-b", None)
+    assert "second-token" not in repr(labelled)
+
+
 def test_faults_reject_unknown_routes(sim):
     with pytest.raises(ValueError, match="no simulated route"):
         sim.inject_fault("POST", "/projects/:id/nothing")

@@ -51,6 +51,14 @@ def _parse_body(headers: Mapping[str, str], raw: bytes) -> Any:
     return raw.decode("utf-8", errors="replace")
 
 
+def _token(headers: Mapping[str, str]) -> str | None:
+    token = headers.get("private-token")
+    if token is None:
+        scheme, _, value = headers.get("authorization", "").partition(" ")
+        token = value.strip() if scheme.lower() == "bearer" else None
+    return token
+
+
 class Application:
     def __init__(self, state: SimulatorState) -> None:
         self.state = state
@@ -70,14 +78,18 @@ class Application:
         self.errors: list[str] = []
 
     def authenticate(self, headers: Mapping[str, str]) -> User | None:
-        token = headers.get("private-token")
-        if token is None:
-            scheme, _, value = headers.get("authorization", "").partition(" ")
-            token = value.strip() if scheme.lower() == "bearer" else None
+        token = _token(headers)
         if not token:
             return None
         with self.state.lock:
             return self.state.tokens.get(token)
+
+    def caller(self, headers: Mapping[str, str]) -> str | None:
+        token = _token(headers)
+        if not token:
+            return None
+        with self.state.lock:
+            return self.state.token_labels.get(token)
 
     def handle(
         self, method: str, target: str, headers: Mapping[str, str], raw_body: bytes, base_url: str
@@ -88,6 +100,7 @@ class Application:
         path = raw_path[len(API_PREFIX) :] if raw_path.startswith(API_PREFIX + "/") else None
         record: dict[str, Any] = {
             "started_at": time.time(),
+            "caller": self.caller(headers),
             "method": method,
             "path": path or raw_path,
             "query": query,
@@ -151,6 +164,7 @@ class Application:
                 status=response.status,
                 fault=record.get("fault", False),
                 started_at=record["started_at"],
+                caller=record["caller"],
             )
         )
         return response

@@ -156,6 +156,7 @@ class RequestRecord:
     fault: bool  # True when an injected fault shaped the answer
     at: float = field(default_factory=time.time)  # when the answer was ready
     started_at: float | None = None  # when the request arrived (None: not known)
+    caller: str | None = None  # the label of the token used (`add_bot_token`), if any
 
     @property
     def is_write(self) -> bool:

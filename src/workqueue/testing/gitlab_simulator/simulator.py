@@ -125,6 +125,13 @@ class GitLabSimulator(CiHelpers, MergeabilityHelpers, WebhookHelpers):
                 state.tokens[token] = user
             return user
 
+    def add_bot_token(self, token: str, label: str) -> None:
+        """Another token of the bot user; calls made with it are logged with `caller=label`
+        (several service replicas, one GitLab identity, told apart in the request log)."""
+        with self._locked() as state:
+            state.tokens[token] = self.bot
+            state.token_labels[token] = label
+
     def inject_fault(self, method: str, route: str, **options: Any) -> FaultRule:
         """Shortcut for `faults.inject` (see `FaultInjector.inject` for the options)."""
         return self.app.faults.inject(method, route, **options)

@@ -183,6 +183,8 @@ class SimulatorState:
         self.checking_reads = checking_reads
         self.users: dict[str, User] = {}
         self.tokens: dict[str, User] = {}
+        # Optional names of tokens, recorded as `RequestRecord.caller` (never the token).
+        self.token_labels: dict[str, str] = {}
         self.projects: dict[int, Project] = {}
         self.pipelines: dict[int, Pipeline] = {}
         self.jobs: dict[int, Job] = {}
