@@ -158,6 +158,20 @@ def test_request_records_carry_their_arrival_and_answer_times(sim, project_id, g
     assert record.at - record.started_at >= 0.2
 
 
+def test_requests_being_handled_are_listed_in_flight(sim, project_id, gl):
+    sim.inject_fault("GET", "/projects/:id", status=None, latency=0.5)
+    reader = threading.Thread(target=gl.projects.get, args=(project_id,))
+    reader.start()
+    deadline = time.monotonic() + 5
+    while not sim.log.in_flight() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (pending,) = sim.log.in_flight()
+    assert (pending.route, pending.status) == ("/projects/:id", 0)
+    reader.join()
+    assert sim.log.in_flight() == []
+    assert [r.status for r in sim.log.records(route="/projects/:id")] == [200]
+
+
 def test_calls_with_a_labelled_bot_token_are_logged_with_the_label(sim, client_factory):
     sim.add_bot_token("second-token", "replica-b")
     client_factory(private_token="second-token").auth()

@@ -126,7 +126,15 @@ class Application:
             base_url=base_url,
             path_params=captured,
         )
-        rule = self.faults.take(method, route.template)
+        ticket = self.log.begin(_record(record, status=0))
+        try:
+            return self._routed(route, request, record)
+        finally:
+            self.log.end(ticket)
+
+    def _routed(self, route: Route, request: Request, record: dict[str, Any]) -> Response:
+        """Faults first (they stand for trouble in front of GitLab), then the handler."""
+        rule = self.faults.take(request.method, route.template)
         if rule is not None and rule.latency > 0:
             time.sleep(rule.latency)
         if rule is None or (rule.status is None and not rule.disconnect):
@@ -154,17 +162,19 @@ class Application:
             return Response(status=500, body={"message": "500 Internal Server Error"})
 
     def _logged(self, response: Response, record: dict[str, Any]) -> Response:
-        self.log.append(
-            RequestRecord(
-                method=record["method"],
-                path=record["path"],
-                route=record.get("route"),
-                query=record["query"],
-                body=record["body"],
-                status=response.status,
-                fault=record.get("fault", False),
-                started_at=record["started_at"],
-                caller=record["caller"],
-            )
-        )
+        self.log.append(_record(record, status=response.status))
         return response
+
+
+def _record(record: dict[str, Any], *, status: int) -> RequestRecord:
+    return RequestRecord(
+        method=record["method"],
+        path=record["path"],
+        route=record.get("route"),
+        query=record["query"],
+        body=record["body"],
+        status=status,
+        fault=record.get("fault", False),
+        started_at=record["started_at"],
+        caller=record["caller"],
+    )

@@ -167,10 +167,28 @@ class RequestLog:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._records: list[RequestRecord] = []
+        self._in_flight: dict[int, RequestRecord] = {}
+        self._next_ticket = 0
 
     def append(self, record: RequestRecord) -> None:
         with self._lock:
             self._records.append(record)
+
+    def begin(self, record: RequestRecord) -> int:
+        """Note a request being handled (status 0 until it ends); returns its ticket."""
+        with self._lock:
+            self._next_ticket += 1
+            self._in_flight[self._next_ticket] = record
+            return self._next_ticket
+
+    def end(self, ticket: int) -> None:
+        with self._lock:
+            self._in_flight.pop(ticket, None)
+
+    def in_flight(self) -> list[RequestRecord]:
+        """Requests arrived and not answered yet (a test can strike while one is)."""
+        with self._lock:
+            return list(self._in_flight.values())
 
     def records(self, method: str | None = None, route: str | None = None) -> list[RequestRecord]:
         with self._lock:
