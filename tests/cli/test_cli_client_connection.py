@@ -26,7 +26,6 @@ def outcomes():
         anonymous = stack.enter_context(recording_server(401, echo))
         closed = f"http://127.0.0.1:{free_port()}"
         processes = {
-            "no_url": start_cli("status", "--id", ITEM_ID, url=None),
             "closed_port": start_cli("retry", "--id", ITEM_ID, url=closed),
             "with_token": start_cli(
                 "status", "--id", ITEM_ID, url=with_token.url, WORKQUEUE_SERVICE_TOKEN=SECRET
@@ -40,12 +39,6 @@ def outcomes():
         results["with_token_headers"] = with_token.headers
         results["anonymous_headers"] = anonymous.headers
     return results
-
-
-def test_no_url_is_a_usage_error(outcomes):
-    result = outcomes["no_url"]
-    assert (result.returncode, result.stdout) == (2, "")
-    assert result.stderr == "error: no service URL: pass --url or set WORKQUEUE_SERVICE_URL\n"
 
 
 def test_a_closed_port_is_unreachable(outcomes):

@@ -104,10 +104,16 @@ def test_error_answers_become_lines():
     assert odd.lines() == ["HTTP 400 Bad Request: {'code': 7}"]
 
 
-@pytest.mark.parametrize("url", [None, "", "  ", "ftp://host", "http://", "not a url"])
+@pytest.mark.parametrize("url", ["ftp://host", "http://", "not a url"])
 def test_unusable_service_urls_are_usage_errors(url):
     with pytest.raises(UsageError):
         service_url(url)
+
+
+@pytest.mark.parametrize("url", [None, "", "  "])
+def test_without_a_url_the_client_talks_to_a_local_serve(url):
+    # Where `serve` listens with no options: a local trial needs no --url.
+    assert service_url(url) == "http://127.0.0.1:8080"
 
 
 def test_service_url_and_token_are_taken_as_given():

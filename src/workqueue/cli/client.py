@@ -1,11 +1,12 @@
 """Client commands: submit, status, retry, cancel, watch — a running service over HTTP.
 
 They need neither the server config nor DATABASE_URL: only `--url` (else
-WORKQUEUE_SERVICE_URL) and, when the service wants one, a token, which comes
-from WORKQUEUE_SERVICE_TOKEN and nowhere else (a flag would land in shell
-history and process listings). Exit codes: 0 ok, 1 the service answered an
-error, 2 usage, 3 the service cannot be reached; errors are `error: ...` lines
-on stderr, never a traceback.
+WORKQUEUE_SERVICE_URL, else http://127.0.0.1:8080, where `serve` listens by
+default) and, when the service wants one, a token, which comes from
+WORKQUEUE_SERVICE_TOKEN and nowhere else (a flag would land in shell history
+and process listings). Exit codes: 0 ok, 1 the service answered an error, 2
+usage, 3 the service cannot be reached; errors are `error: ...` lines on
+stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from rich.text import Text
 
 from workqueue.cli.client_files import PlannedAction, plan_file_actions
 from workqueue.cli.client_http import (
+    DEFAULT_SERVICE_URL,
     URL_VARIABLE,
     ClientError,
     ServiceClient,
@@ -35,7 +37,8 @@ from workqueue.cli.client_http import (
     service_url,
     token_from_environment,
 )
-from workqueue.cli.client_render import item_view, list_view, progress_line
+from workqueue.cli.client_render import item_view, progress_line
+from workqueue.cli.client_table import list_view
 
 PANEL = "Client commands (talk to a running service)"
 ITEMS = "/api/work-items"
@@ -58,7 +61,12 @@ ENDED_PHASES = frozenset({PhaseChoice.COMPLETED, PhaseChoice.FAILED, PhaseChoice
 
 UrlOption = Annotated[
     str | None,
-    typer.Option("--url", envvar=URL_VARIABLE, help="Base URL of the service.", show_envvar=True),
+    typer.Option(
+        "--url",
+        envvar=URL_VARIABLE,
+        help=f"Base URL of the service (default: {DEFAULT_SERVICE_URL}).",
+        show_envvar=True,
+    ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the service's JSON answer.")]
 IdOption = Annotated[uuid.UUID, typer.Option("--id", help="Work item id.")]
@@ -181,6 +189,9 @@ def status(
     cursor: Annotated[
         str | None, typer.Option(help="List: continue after a previous next_cursor.")
     ] = None,
+    wide: Annotated[
+        bool, typer.Option("--wide", help="List: full ids, values and blocker messages.")
+    ] = False,
     url: UrlOption = None,
     json_output: JsonOption = False,
 ) -> None:
@@ -190,8 +201,8 @@ def status(
     with _service(url) as client:
         if item_id is None:
             path, params = _list_query(item_type, phase, mr_filters)
-            _show_list(client, path, params, limit, cursor, json_output=json_output)
-        elif phase or item_type or mr_filters or cursor:
+            _show_list(client, path, params, limit, cursor, json_output=json_output, wide=wide)
+        elif phase or item_type or mr_filters or cursor or wide:
             raise UsageError("--id shows one item: it takes no list filters")
         else:
             item = _object(client.get(f"{ITEMS}/{item_id}"), "the item")
@@ -223,13 +234,15 @@ def _show_list(
     cursor: str | None,
     *,
     json_output: bool,
+    wide: bool,
 ) -> None:
     items, next_cursor = _collect(client, path, params, limit, cursor)
     if json_output:
         _print_json({"items": items, "next_cursor": next_cursor})
         return
     if items:
-        Console(highlight=False).print(list_view(items))
+        console = Console(highlight=False)
+        console.print(list_view(items, width=console.width, wide=wide))
     else:
         typer.echo("no matching items")
     if next_cursor:

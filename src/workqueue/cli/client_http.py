@@ -19,6 +19,8 @@ from typing import Any, Self
 import httpx
 
 URL_VARIABLE = "WORKQUEUE_SERVICE_URL"
+# Where `serve` listens when given no options: a local trial needs no --url.
+DEFAULT_SERVICE_URL = "http://127.0.0.1:8080"
 # The only place the token may come from.
 TOKEN_VARIABLE = "WORKQUEUE_SERVICE_TOKEN"  # noqa: S105 - a variable name, not a secret
 
@@ -125,10 +127,11 @@ def _status_phrase(status: int) -> str:
 
 
 def service_url(option: str | None) -> str:
-    """`--url`, else the environment (typer already merged both); exit 2 when neither is usable."""
-    if not option or not option.strip():
-        raise UsageError(f"no service URL: pass --url or set {URL_VARIABLE}")
-    url = option.strip()
+    """`--url`, else the environment (typer merged both), else the default; exit 2 if unusable.
+
+    An empty value counts as unset, as for DATABASE_URL.
+    """
+    url = (option or "").strip() or DEFAULT_SERVICE_URL
     try:
         parsed = httpx.URL(url)
     except httpx.InvalidURL as error:

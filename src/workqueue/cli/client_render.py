@@ -78,28 +78,6 @@ def dimensions_view(dimensions: Sequence[Mapping[str, Any]]) -> RenderableType:
     return table
 
 
-def list_view(items: Sequence[Mapping[str, Any]]) -> RenderableType:
-    table = Table()
-    table.add_column("id", no_wrap=True, min_width=36)
-    for heading in ("type", "phase", "attempts", "project / branch", "mr", "updated"):
-        table.add_column(heading, overflow="fold")
-    for item in items:
-        details = item.get("details") or {}
-        subject = " ".join(
-            str(details[key]) for key in ("project", "source_branch") if details.get(key)
-        )
-        table.add_row(
-            Text(str(item.get("id", ""))),
-            Text(str(item.get("item_type", ""))),
-            phase_text(item.get("phase")),
-            Text(str(item.get("attempts", ""))),
-            Text(subject),
-            Text(str(details.get("mr_url") or details.get("completion_reason") or "")),
-            _value("updated_at", item.get("updated_at")),
-        )
-    return table
-
-
 def progress_line(item: Mapping[str, Any]) -> str:
     """A one-line state for logs (watch without a terminal)."""
     dimensions = " ".join(

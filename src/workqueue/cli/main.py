@@ -8,6 +8,7 @@ server commands, so client commands start in a fraction of the time.
 from __future__ import annotations
 
 import enum
+from importlib.metadata import version
 from pathlib import Path
 from typing import Annotated
 
@@ -16,6 +17,7 @@ import typer
 from workqueue.cli.client import register_client_commands
 from workqueue.cli.client_history import register_history_command
 from workqueue.cli.client_trunk import register_trunk_commands
+from workqueue.cli.help_flags import show_flags_as_flags
 from workqueue.cli.logging_setup import LogFormat
 
 
@@ -33,6 +35,27 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+show_flags_as_flags()
+
+
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        typer.echo(f"workqueue-service {version('workqueue-service')}")
+        raise typer.Exit
+
+
+@app.callback()
+def _program(
+    _version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_print_version, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Durable work queue between automated callers and GitLab."""
+
 
 DataDirOption = Annotated[
     Path | None,
@@ -85,6 +108,20 @@ def config_schema() -> None:
     from workqueue.cli import server  # noqa: PLC0415 - server modules load only for servers
 
     server.config_schema()
+
+
+@app.command()
+def demo(
+    keep: Annotated[
+        bool,
+        typer.Option("--keep", help="Keep the service running (Ctrl-C stops it) and its files."),
+    ] = False,
+    port: Annotated[int, typer.Option(help="TCP port of the service.")] = 8080,
+) -> None:
+    """Show a whole MR life on a throwaway database and a simulated GitLab."""
+    from workqueue.cli.demo import run_demo  # noqa: PLC0415 - server modules load only for servers
+
+    run_demo(keep=keep, port=port)
 
 
 register_client_commands(app)

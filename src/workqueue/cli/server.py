@@ -65,7 +65,7 @@ def _settings() -> Settings:
     return settings
 
 
-def _config(settings: Settings) -> ServiceConfig:
+def validated_config(settings: Settings) -> ServiceConfig:
     """Load the file and validate every type's section before anything touches the database."""
     try:
         config = load_config(settings.config_path)
@@ -96,7 +96,7 @@ def serve(
             f"(--host 127.0.0.1 or ::1), not {host}",
             EXIT_USAGE,
         )
-    config = _config(settings)
+    config = validated_config(settings)
     try:
         listener = listen_on(host, port)
     except ListenError as error:
