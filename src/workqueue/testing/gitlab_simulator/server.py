@@ -10,8 +10,10 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from workqueue.testing.gitlab_simulator.application import Application
 from workqueue.testing.gitlab_simulator.routing import Response
@@ -37,6 +39,15 @@ class _HttpServer(ThreadingHTTPServer):
         self.app = app
         self.open_connections: set[socket.socket] = set()
         self.connections_lock = threading.Lock()
+
+    def handle_error(
+        self, request: socket.socket | tuple[bytes, socket.socket], client_address: Any
+    ) -> None:
+        # A client that went away mid-answer (a killed service replica) is not a fault
+        # of the simulator: no traceback on stderr for it.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
     def close_open_connections(self) -> None:
         with self.connections_lock:
