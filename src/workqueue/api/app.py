@@ -10,6 +10,7 @@ from typing import cast
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
 from sqlalchemy.engine import URL
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -46,6 +47,7 @@ from workqueue.queue.processing import ProcessingManager
 from workqueue.queue.registry import TypeRegistry
 from workqueue.settings import Settings
 from workqueue.types.catalog import InstallContext, build_registry, install_context
+from workqueue.ui.mount import mount_dashboard
 
 logger = logging.getLogger(__name__)
 
@@ -153,11 +155,13 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
                 except Exception:
                     logger.exception("error while shutting down")
 
-    app = FastAPI(
+    # /docs and /redoc load Swagger UI and ReDoc from this package, not a CDN (offline).
+    app = FastAPIOffline(
         title="workqueue-service",
         version=__version__,
         description="Validated, audited GitLab writes for automated callers.",
         lifespan=lifespan,
+        swagger_ui_parameters={"validatorUrl": None},  # no call to an online validator
     )
     app.state.metrics = service_metrics
     app.state.probe_engine = probe_engine
@@ -194,6 +198,7 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
         work_items.router,
     ):
         app.include_router(router)
+    mount_dashboard(app)
     return app
 
 

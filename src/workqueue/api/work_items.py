@@ -5,12 +5,14 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any
 
+import sqlalchemy as sa
 from fastapi import APIRouter, Body, Header, HTTPException, Query
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from workqueue.api.deps import (
     NO_NUL_PATTERN,
+    Caller,
     CallerDep,
     FilterText,
     Runtime,
@@ -74,13 +76,7 @@ def list_work_items(
     cursor: Cursor = None,
 ) -> WorkItemPage:
     """Items of every type the caller may read, newest first."""
-    readable = runtime.gatekeeper.readable_types(caller)
-    if item_type is not None:
-        require(runtime, caller, "read", item_type)
-        readable = {item_type}
-    elif readable is not None and not readable:
-        raise HTTPException(status_code=403, detail=f"{caller.identity} may not read any items")
-    filters = [read_repository.visible_to(runtime.gatekeeper.visibility(caller, "read"))]
+    readable, filters = readable_scope(runtime, caller, item_type)
     if phase is not None:
         filters.append(WorkItem.phase == phase)
     return page_body(
@@ -199,6 +195,23 @@ def cancel_work_item(
     # queues) ourselves.
     runtime.manager.report_change(body.id, project_of_item[0] if project_of_item else None)
     return body
+
+
+def readable_scope(
+    runtime: Runtime, caller: Caller, item_type: str | None
+) -> tuple[set[str] | None, list[sa.ColumnElement[bool]]]:
+    """What a list may show this caller: the item types (None: all) and the SQL conditions.
+
+    403 when `item_type` is not readable or the caller may read nothing; the
+    dashboard lists through this too, so its scoping is the API's.
+    """
+    readable = runtime.gatekeeper.readable_types(caller)
+    if item_type is not None:
+        require(runtime, caller, "read", item_type)
+        readable = {item_type}
+    elif readable is not None and not readable:
+        raise HTTPException(status_code=403, detail=f"{caller.identity} may not read any items")
+    return readable, [read_repository.visible_to(runtime.gatekeeper.visibility(caller, "read"))]
 
 
 def page_body(runtime: Runtime, query: object) -> WorkItemPage:

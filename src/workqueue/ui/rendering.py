@@ -1,0 +1,79 @@
+"""Jinja2 rendering of dashboard pages: a whole page, or only its content for htmx.
+
+Autoescape is on for every template: titles, branches, errors and details
+come from untrusted callers and GitLab, and are always text, never markup.
+A request htmx makes for part of a page (`HX-Request` without
+`HX-Boosted`: live refresh, a button, the first load after pasting a token)
+gets the content without the surrounding layout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from workqueue import __version__
+from workqueue.api.deps import Caller
+from workqueue.ui import views
+
+REFRESH_SECONDS = 5
+
+
+def _environment() -> Environment:
+    environment = Environment(
+        loader=PackageLoader("workqueue.ui", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    environment.globals.update(
+        views=views,
+        version=__version__,
+        refresh_seconds=REFRESH_SECONDS,
+    )
+    return environment
+
+
+ENVIRONMENT = _environment()
+
+
+def wants_fragment(request: Request) -> bool:
+    headers = request.headers
+    return headers.get("hx-request") == "true" and headers.get("hx-boosted") != "true"
+
+
+def render(
+    request: Request,
+    template: str,
+    context: Mapping[str, Any],
+    *,
+    caller: Caller | None,
+    status_code: int = 200,
+    nav: Mapping[str, bool] | None = None,
+) -> HTMLResponse:
+    """The page (or its content) as HTML; `nav` says which optional pages to link."""
+    page = ENVIRONMENT.get_template(template)
+    html = page.render(
+        {
+            **context,
+            "layout": "fragment.html" if wants_fragment(request) else "layout.html",
+            "caller": caller,
+            "nav": nav or {},
+            "root": request.scope.get("root_path", ""),
+            "here": _here(request),
+            "now": views.now(),
+        }
+    )
+    # Whole pages and fragments differ for one URL: caches must keep them apart.
+    return HTMLResponse(html, status_code=status_code, headers={"Vary": "HX-Request"})
+
+
+def _here(request: Request) -> str:
+    """This page's path and query, for live refresh and reloading after sign-in."""
+    url = request.scope.get("root_path", "") + request.url.path
+    return f"{url}?{request.url.query}" if request.url.query else url
