@@ -1,0 +1,202 @@
+"""The load the scenarios put on the replicas: MR submissions over HTTP, and a CI that
+answers every pushed MR head with a green pipeline and tells a replica by webhook.
+
+Everything goes to a randomly chosen replica and is retried on another one when the
+answer is a transport error or a 5xx (what a caller or GitLab does), so the load keeps
+flowing while replicas die or the database is away. Every answer is recorded: the
+invariants are checked against what the service acknowledged.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import psycopg
+from replicas import WEBHOOK_SECRET, Replica
+
+from workqueue.testing.gitlab_simulator import GitLabSimulator, JobSpec
+
+PROJECT = "chaos/app"
+WEBHOOK_PATH = "/api/webhooks/gitlab"
+BRANCH_PREFIX = "workqueue/chaos-"
+RESEND_PAUSE_SECONDS = 0.2
+
+
+def create_project(simulator: GitLabSimulator) -> None:
+    simulator.create_project(PROJECT, {"README.md": "# chaos\n"})
+
+
+def submission(index: int, tag: str = "") -> dict[str, Any]:
+    """Item `index`: its own branch and its own file, so no two items ever conflict."""
+    return {
+        "project": PROJECT,
+        "source_branch": f"{BRANCH_PREFIX}{tag}{index}",
+        "title": f"Chaos change {tag}{index}",
+        "commit_message": f"Add file {tag}{index}",
+        "file_actions": [
+            {"action": "create", "file_path": f"chaos/{tag}{index}.txt", "content": f"{index}\n"}
+        ],
+    }
+
+
+@dataclass
+class Answers:
+    """What the service said, per kind of request (status code or 'transport')."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    slowest_seconds: float = 0.0
+    five_xx_without_retry_after: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def note(self, kind: str, response: httpx.Response | None, seconds: float) -> None:
+        with self.lock:
+            self.counts[f"{kind}:{response.status_code if response else 'transport'}"] += 1
+            self.slowest_seconds = max(self.slowest_seconds, seconds)
+            if (
+                response is not None
+                and response.status_code >= 500
+                and "retry-after" not in response.headers
+            ):
+                self.five_xx_without_retry_after += 1
+
+    def total(self, suffix: str) -> int:
+        with self.lock:
+            return sum(n for key, n in self.counts.items() if key.endswith(suffix))
+
+
+class Sender:
+    """Requests to random replicas, retried elsewhere on transport errors and 5xx."""
+
+    def __init__(self, group: list[Replica], rng: random.Random, timeout: float = 15) -> None:
+        self.group = group
+        self.rng = rng
+        self.answers = Answers()
+        self._client = httpx.Client(timeout=timeout)
+        self._rng_lock = threading.Lock()
+
+    def pick(self) -> Replica:
+        with self._rng_lock:
+            alive = [replica for replica in self.group if replica.alive] or self.group
+            return self.rng.choice(alive)
+
+    def request(
+        self, kind: str, method: str, path: str, *, deadline: float = 300, **options: Any
+    ) -> httpx.Response:
+        give_up = time.monotonic() + deadline
+        while True:
+            replica = self.pick()
+            started = time.monotonic()
+            response: httpx.Response | None
+            try:
+                response = self._client.request(method, replica.base_url + path, **options)
+            except httpx.HTTPError:
+                response = None
+            self.answers.note(kind, response, time.monotonic() - started)
+            if response is not None and response.status_code < 500:
+                return response
+            if time.monotonic() > give_up:
+                raise TimeoutError(f"{kind}: no answer below 500 within {deadline} s")
+            time.sleep(RESEND_PAUSE_SECONDS)
+
+    def submit(self, body: dict[str, Any]) -> str:
+        response = self.request("submit", "POST", "/api/work-items/mr", json=body)
+        assert response.status_code in {200, 201}, response.text
+        return str(response.json()["id"])
+
+    def webhook(self, payload: dict[str, Any], key: str, event: str) -> str:
+        """Deliver one hook (GitLab redelivers on failure with the same key); its answer."""
+        response = self.request(
+            "webhook",
+            "POST",
+            WEBHOOK_PATH,
+            content=httpx.Request("POST", "/", json=payload).content,
+            headers={
+                "Content-Type": "application/json",
+                "X-Gitlab-Event": event,
+                "X-Gitlab-Token": WEBHOOK_SECRET,
+                "Idempotency-Key": key,
+                "X-Gitlab-Event-UUID": key,
+            },
+        )
+        assert response.status_code == 200, response.text
+        return str(response.json()["status"])
+
+    def close(self) -> None:
+        self._client.close()
+
+
+@dataclass
+class Delivery:
+    key: str
+    kind: str
+    status: str
+    item_hint: str  # the source branch the hook is about ('' for none)
+
+
+class GreenCI:
+    """Plays GitLab CI and its webhooks: each new MR head gets a green pipeline, and its
+    Pipeline Hook goes to a replica (with the MR's source branch remembered)."""
+
+    def __init__(self, simulator: GitLabSimulator, sender: Sender) -> None:
+        self.simulator = simulator
+        self.sender = sender
+        self.deliveries: list[Delivery] = []
+        self.problems: list[BaseException] = []
+        self._seen: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="green-ci", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self.tick()
+                self._stop.wait(0.1)
+        except BaseException as error:
+            self.problems.append(error)
+
+    def tick(self) -> None:
+        for mr in self.simulator.merge_requests(PROJECT, state="opened"):
+            head = f"{mr['iid']}:{mr['sha']}"
+            if head in self._seen:
+                continue
+            self._seen.add(head)
+            pipeline = self.simulator.create_pipeline(
+                PROJECT, merge_request_iid=mr["iid"], jobs=[JobSpec("unit-tests", status="success")]
+            )
+            key = str(uuid.uuid4())
+            status = self.sender.webhook(
+                self.simulator.pipeline_hook(pipeline), key, "Pipeline Hook"
+            )
+            self.deliveries.append(Delivery(key, "pipeline", status, mr["source_branch"]))
+
+
+def terminal_count(conninfo: str) -> int:
+    with psycopg.connect(conninfo) as connection:
+        row = connection.execute(
+            "SELECT count(*) FROM work_items WHERE phase <> 'active'"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def wait_for(condition: Any, timeout: float, interval: float = 0.25) -> float:
+    """Seconds until `condition()` holds; TimeoutError after `timeout`."""
+    started = time.monotonic()
+    while not condition():
+        if time.monotonic() - started > timeout:
+            raise TimeoutError(f"not reached within {timeout} s")
+        time.sleep(interval)
+    return time.monotonic() - started
