@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 
 import httpx
+from rich import box
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
@@ -150,16 +151,15 @@ class Progress:
             self._live.console.print(Text(message, style=style), soft_wrap=True)
 
     def _table(self) -> Table:
-        table = Table(title="demo items", title_justify="left", expand=False)
-        for heading in ("submission", "item", "phase", "MR", "pipeline", "merge blocker"):
-            table.add_column(heading, overflow="fold")
+        table = Table(title="demo items", title_justify="left", box=box.SIMPLE_HEAD)
+        for heading in ("source branch", "phase", "MR", "pipeline", "merge blocker"):
+            table.add_column(heading, no_wrap=True, min_width=len(heading))
         for row in self._rows:
             details = row.item.get("details") or {}
             iid = details.get("mr_iid")
             blocker = details.get("merge_blocker")
             table.add_row(
                 Text(row.label),
-                Text(str(row.item.get("id", ""))[:8]),
                 phase_text(row.item.get("phase", "")),
                 Text(f"!{iid}" if iid is not None else ""),
                 Text(str(details.get("head_pipeline_status") or "")),
@@ -194,9 +194,12 @@ class DemoStory(threading.Thread):
         self._progress: Progress | None = None
 
     def pipeline_passed(self, iid: int, pipeline: int) -> None:
-        """Called by the CI runner once GitLab accepted the webhook."""
+        """Called by the CI runner once the service accepted the Pipeline Hook."""
         if self._progress is not None:
-            self._progress.say(f"  CI: pipeline {pipeline} passed on MR !{iid} (webhook sent)")
+            self._progress.say(
+                f"  GitLab: MR !{iid} opened by the service; CI pipeline {pipeline} passed "
+                "on its head (Pipeline Hook sent)"
+            )
 
     def run(self) -> None:
         try:
@@ -240,7 +243,7 @@ class DemoStory(threading.Thread):
         progress.say(
             f"  merged MR !{details.get('mr_iid')}: item completed "
             f"({details.get('completion_reason')}) {time.monotonic() - started:.1f} s "
-            "after submission",
+            f"after submission ({details.get('mr_url')})",
             "green",
         )
 
@@ -282,18 +285,14 @@ class DemoStory(threading.Thread):
         item: Mapping[str, Any],
         done: Callable[[Mapping[str, Any]], bool],
     ) -> dict[str, Any]:
-        """Look at the item until `done`; announce its MR once it has one."""
+        """Look at the item until `done`."""
         deadline = time.monotonic() + STEP_TIMEOUT_SECONDS
-        announced = False
         while True:
             response = client.get(f"/api/work-items/{item['id']}")
             response.raise_for_status()
             current: dict[str, Any] = response.json()
             progress.update(row, current)
             details = current.get("details") or {}
-            if not announced and details.get("mr_iid") is not None:
-                progress.say(f"  GitLab: MR !{details['mr_iid']} opened ({details.get('mr_url')})")
-                announced = True
             if done(current):
                 return current
             if time.monotonic() > deadline:
