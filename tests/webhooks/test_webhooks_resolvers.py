@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from webhook_support import make_item, mr_registry
 
 from workqueue.queue.errors import DuplicateRegistrationError
@@ -249,6 +250,29 @@ def test_items_of_both_project_forms_are_resolved_together(sessions, registry):
     )
 
     assert set(resolve(sessions, "pipeline", hook("pipeline"))) == {by_path, by_id}
+
+
+@pytest.mark.parametrize("kind", ["merge_request", "pipeline", "job", "note", "push"])
+def test_the_canonical_project_path_decides_whatever_the_caller_wrote(sessions, registry, kind):
+    """Submission resolves the project to GitLab's canonical path (`project_path`): an item
+    written `ACME/Widgets` is found by the hook's `acme/widgets`; the comparison is exact,
+    so a path GitLab did not confirm in that spelling matches nothing."""
+    canonical = make_item(sessions, registry, **{**BOT_MR, "project": "ACME/Widgets"})
+    unconfirmed = make_item(
+        sessions,
+        registry,
+        **{**BOT_MR, "project": "Acme/Widgets", "source_branch": "workqueue/other"},
+    )
+    with sessions() as session:
+        session.execute(
+            sa.text("UPDATE work_items SET project_path = :path WHERE id = :id"),
+            {"path": "acme/widgets", "id": canonical},
+        )
+        session.commit()
+
+    found = resolve(sessions, kind, hook(kind))
+    assert canonical in found
+    assert unconfirmed not in found
 
 
 MALFORMED = [

@@ -150,6 +150,12 @@ class WorkItem(Base):
             postgresql_where=sa.text("phase NOT IN ('completed', 'cancelled')"),
         ),
         sa.Index("ix_work_items_project_path", "project_path"),
+        # Webhook resolution: the active items of the hook's project (migration 0010).
+        sa.Index(
+            "ix_work_items_active_project_path",
+            "project_path",
+            postgresql_where=sa.text("phase = 'active'"),
+        ),
         # Lists, newest first, keyset-paged on (created_at, id): the page walks
         # the index and stops after its limit (migration 0009). The second one
         # serves the generic list by type and phase, and per-phase counts.

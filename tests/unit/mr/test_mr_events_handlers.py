@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from workqueue.gitlab.hooks import ZERO_SHA
 from workqueue.queue.context import EventContext
 from workqueue.queue.dimensions import Dimensions, DimensionUpdate
 from workqueue.queue.events import EventResult
@@ -23,7 +24,6 @@ from workqueue.queue.registry import TypeRegistry
 from workqueue.types.mr.authorship import stamp
 from workqueue.types.mr.decider import decide_mr
 from workqueue.types.mr.event_handlers import (
-    ZERO_SHA,
     on_job,
     on_merge_request,
     on_note,
@@ -168,6 +168,7 @@ def item(**fields: Any) -> MRWorkItem:
         "item_type": "mr",
         "phase": Phase.ACTIVE,
         "project": "acme/widgets",
+        "project_path": "acme/widgets",  # canonical, resolved at submission
         "source_branch": "workqueue/bump-requests",
         "target_branch": "main",
         "title": "Bump requests",
@@ -307,14 +308,31 @@ def test_mr_hooks_about_something_else_are_irrelevant(body, fields):
 
 
 @pytest.mark.parametrize(
-    ("project", "relevant"),
-    [("42", True), ("43", False), ("ACME/Widgets", True), ("acme/other", False)],
+    ("project", "project_path", "relevant"),
+    [
+        # The canonical path the submission resolved decides, whatever the caller wrote.
+        ("ACME/Widgets", "acme/widgets", True),
+        ("42", "acme/widgets", True),
+        ("42", "42", True),  # no GitLab lookup configured: the id as given
+        ("43", "43", False),
+        ("acme/other", "acme/other", False),
+        # Compared exactly, as the resolvers do: no case folding.
+        ("ACME/Widgets", "ACME/Widgets", False),
+        ("acme/widgets", None, False),
+    ],
 )
-def test_projects_match_by_id_or_path_as_the_item_names_them(project, relevant):
+def test_projects_match_the_canonical_path_exactly(project, project_path, relevant):
     result = run(
-        on_merge_request, hook(MR_HOOK, object_attributes__oldrev=None), item(project=project)
+        on_merge_request,
+        hook(MR_HOOK, object_attributes__oldrev=None),
+        item(project=project, project_path=project_path),
     )
     assert (result is not None) == relevant
+
+
+def test_a_string_id_is_not_an_id():
+    body = hook(MR_HOOK, object_attributes__oldrev=None, object_attributes__iid="7")
+    assert run(on_merge_request, body) is None
 
 
 # -- pipeline hooks ----------------------------------------------------------------------

@@ -1,10 +1,11 @@
 """What GitLab's webhooks mean for an MR item (DDR-33/37/38). Read-only and pure.
 
-Each handler reads the raw hook body (the shapes of `shared/gitlab/hook_*.json`)
-and the item, and returns an `EventResult`; the generic layer applies it, and
-only to active items (DDR-37). No handler calls GitLab: where an event is only a
-hint (an approval, a pipeline finishing), it sets `needs_reconcile` and
-`reconcile_mr` looks at the MR itself (DDR-46).
+Each handler reads the hook through its typed record (`gitlab.hooks`, the one
+reader of GitLab's hook bodies) and the item, and returns an `EventResult`;
+the generic layer applies it, and only to active items (DDR-37). No handler
+calls GitLab: where an event is only a hint (an approval, a pipeline
+finishing), it sets `needs_reconcile` and `reconcile_mr` looks at the MR
+itself (DDR-46).
 
 Ordering (DDR-33): `event_ts` is set only on results that carry a phase or
 detail change — those are the parts the generic layer refuses to apply when the
@@ -19,11 +20,18 @@ Hook), `note`, `push`.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
-from datetime import UTC, datetime
-from typing import Any, cast
+from datetime import datetime
+from typing import cast
 
+from workqueue.gitlab.hooks import (
+    ZERO_SHA,
+    HookProject,
+    PushHook,
+    job_hook,
+    merge_request_hook,
+    pipeline_hook,
+    push_hook,
+)
 from workqueue.queue.context import EventContext
 from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.events import EventResult
@@ -31,16 +39,6 @@ from workqueue.queue.models import DimensionStatus
 from workqueue.queue.registry import ItemTypeRegistration
 from workqueue.types.mr.authorship import stamped_item
 from workqueue.types.mr.models import MRDimension, MRWorkItem
-
-ZERO_SHA = "0" * 40  # `before`/`after` of a push that created/deleted a branch
-_HEADS_PREFIX = "refs/heads/"
-
-# "2025-03-01 10:00:00 UTC", "2025-03-01T10:00:00Z", "...+02:00", "... +0200".
-_TIME_WITH_ZONE = re.compile(
-    r"^(?P<stamp>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)\s*"
-    r"(?P<zone>UTC|Z|[+-]\d{2}:?\d{2})?$",
-    re.IGNORECASE,
-)
 
 _RECONCILE = DimensionUpdate(MRDimension.NEEDS_RECONCILE, DimensionStatus.TRUE)
 _EMPTY_CHECK_NOW = DimensionUpdate(MRDimension.NEEDS_EMPTY_CHECK, DimensionStatus.TRUE)
@@ -67,35 +65,26 @@ def on_merge_request(context: EventContext) -> EventResult | None:
     and ends the item only on what GitLab says.
     """
     item = _item(context)
-    body = context.body
-    attributes = _object(body, "object_attributes")
-    if not _kind_is(body, "merge_request") or not _same_project(item, body):
+    hook = merge_request_hook(context.body)
+    if hook is None or not _same_project(item, hook.project):
         return None
-    iid = _integer(attributes.get("iid"))
+    iid = hook.iid
     if item.mr_iid is None or iid != item.mr_iid:
         return None  # another MR of the branch (e.g. one closed before a resubmission)
-    action = _text(attributes.get("action")) or "update"
-    actor = _object(body, "user")
-    by = f" by {actor['username']}" if isinstance(actor.get("username"), str) else ""
-    event_ts = parse_gitlab_time(attributes.get("updated_at"))
-
-    state = attributes.get("state")
-    if state in {"merged", "closed"} or action in {"merge", "close"}:
+    action = hook.action or "update"
+    by = f" by {hook.username}" if hook.username else ""
+    if hook.state in {"merged", "closed"} or action in {"merge", "close"}:
         # A claim to check, not a phase to apply (see the docstring).
         return EventResult(
             dimensions=(_RECONCILE,),
-            reason=f"MR !{iid}: {action}{by}, state {state}; confirming with GitLab",
+            reason=f"MR !{iid}: {action}{by}, state {hook.state}; confirming with GitLab",
         )
-    if action == "update" and attributes.get("oldrev"):
-        last_commit = _object(attributes, "last_commit")
-        new_head = _text(last_commit.get("id"))
+    if action == "update" and hook.oldrev is not None:
+        new_head = hook.last_commit_id
         if is_foreign_push(
-            item,
-            before=_text(attributes.get("oldrev")),
-            after=new_head,
-            head_message=_text(last_commit.get("message")),
+            item, before=hook.oldrev, after=new_head, head_message=hook.last_commit_message
         ):
-            return _foreign_result(new_head, event_ts, f"MR !{iid} got commits{by}")
+            return _foreign_result(new_head, hook.updated_at, f"MR !{iid} got commits{by}")
     return EventResult(dimensions=(_RECONCILE,), reason=f"MR !{iid}: {action}{by}")
 
 
@@ -107,19 +96,16 @@ def on_pipeline(context: EventContext) -> EventResult | None:
     older than the head pipeline already recorded for the same sha.
     """
     item = _item(context)
-    body = context.body
-    if not _kind_is(body, "pipeline") or not _same_project(item, body):
+    hook = pipeline_hook(context.body)
+    if hook is None or not _same_project(item, hook.project):
         return None
-    attributes = _object(body, "object_attributes")
-    pipeline_id = _integer(attributes.get("id"))
-    sha = _text(attributes.get("sha"))
+    pipeline_id, sha = hook.id, hook.sha
     if pipeline_id is None or item.mr_sha is None or sha != item.mr_sha:
         return None
-    merge_request = body.get("merge_request")
-    if isinstance(merge_request, Mapping):
-        if _integer(merge_request.get("iid")) != item.mr_iid:
+    if hook.merge_request is not None:
+        if hook.merge_request.iid != item.mr_iid:
             return None
-    elif attributes.get("ref") != item.source_branch:
+    elif hook.ref != item.source_branch:
         return None  # a branch pipeline of some other branch that has the same commit
     if (
         item.head_pipeline_id is not None
@@ -127,26 +113,24 @@ def on_pipeline(context: EventContext) -> EventResult | None:
         and item.head_pipeline_sha == sha
     ):
         return None  # superseded by a newer pipeline for the same commit
-    status = _text(attributes.get("status"))
     failed = sorted(
         {
-            name
-            for build in _objects(body, "builds")
-            if build.get("status") == "failed"
-            and not build.get("allow_failure")  # its failure blocks nothing
-            and (name := _text(build.get("name")))
+            build.name
+            for build in hook.builds
+            if build.status == "failed"
+            and not build.allow_failure  # its failure blocks nothing
+            and build.name
         }
     )
     return EventResult(
-        event_ts=parse_gitlab_time(attributes.get("finished_at"))
-        or parse_gitlab_time(attributes.get("created_at")),
+        event_ts=hook.finished_at or hook.created_at,
         dimensions=(_RECONCILE, *(_ci_retry(name) for name in failed)),
         detail_updates={
             "head_pipeline_id": pipeline_id,
             "head_pipeline_sha": sha,
-            "head_pipeline_status": status,
+            "head_pipeline_status": hook.status,
         },
-        reason=f"pipeline {pipeline_id} is {status}"
+        reason=f"pipeline {pipeline_id} is {hook.status}"
         + (f"; failed jobs: {', '.join(failed)}" if failed else ""),
     )
 
@@ -159,25 +143,24 @@ def on_job(context: EventContext) -> EventResult | None:
     sets `needs_reconcile`, which runs first and records that pipeline.
     """
     item = _item(context)
-    body = context.body
-    if not _kind_is(body, "build") or not _same_project(item, body):
+    hook = job_hook(context.body)
+    if hook is None or not _same_project(item, hook.project):
         return None
-    if body.get("build_status") != "failed" or body.get("build_allow_failure") is True:
+    if hook.status != "failed" or hook.allow_failure:
         return None
-    name = _text(body.get("build_name"))
-    pipeline_id = _integer(body.get("pipeline_id"))
+    name, pipeline_id = hook.name, hook.pipeline_id
     if not name or pipeline_id is None:
         return None
-    if item.mr_sha is None or _text(body.get("sha")) != item.mr_sha:
+    if item.mr_sha is None or hook.sha != item.mr_sha:
         return None
     known = item.head_pipeline_id
     if known is not None and pipeline_id < known:
         return None  # a pipeline the head pipeline superseded
     dimensions = (_ci_retry(name),) if pipeline_id == known else (_RECONCILE, _ci_retry(name))
-    reason = _text(body.get("build_failure_reason")) or "unknown_failure"
+    reason = hook.failure_reason or "unknown_failure"
     return EventResult(
         dimensions=dimensions,
-        reason=f"job {name} ({body.get('build_id')}) of pipeline {pipeline_id} failed: {reason}",
+        reason=f"job {name} ({hook.build_id}) of pipeline {pipeline_id} failed: {reason}",
     )
 
 
@@ -198,18 +181,15 @@ def on_push(context: EventContext) -> EventResult | None:
     to the bot branch by someone else → remember their head (no force-push over it).
     """
     item = _item(context)
-    body = context.body
-    if not _kind_is(body, "push") or not _same_project(item, body):
+    hook = push_hook(context.body)
+    if hook is None or not _same_project(item, hook.project):
         return None
-    ref = _text(body.get("ref"))
-    if ref is None or not ref.startswith(_HEADS_PREFIX):
+    branch = hook.branch
+    if branch is None:
         return None  # tags
-    branch = ref.removeprefix(_HEADS_PREFIX)
-    after = _text(body.get("checkout_sha")) or _text(body.get("after"))
-    deleted = after is None or after == ZERO_SHA
     if branch == item.source_branch:
-        return _push_to_bot_branch(item, body, branch, None if deleted else after)
-    if item.target_branch is not None and branch == item.target_branch and not deleted:
+        return _push_to_bot_branch(item, hook, branch)
+    if item.target_branch is not None and branch == item.target_branch and hook.head is not None:
         return EventResult(
             dimensions=(_EMPTY_CHECK_NOW,),
             reason=f"push to the target branch {branch}: re-check for an empty diff",
@@ -246,46 +226,22 @@ def is_foreign_push(
     return item.id is None or stamped_item(head_message) != item.id
 
 
-def parse_gitlab_time(value: object) -> datetime | None:
-    """A hook timestamp as an aware UTC datetime; None when absent or unreadable.
-
-    GitLab mixes "2025-03-01T10:00:00Z", "2025-03-01 10:00:00 UTC" and offsets
-    ("+02:00", "+0200"); a stamp without a zone is taken as UTC.
-    """
-    if not isinstance(value, str):
-        return None
-    match = _TIME_WITH_ZONE.match(value.strip())
-    if match is None:
-        return None
-    stamp, zone = match["stamp"].replace(" ", "T"), (match["zone"] or "").upper()
-    if zone in {"", "UTC", "Z"}:
-        zone = "+00:00"
-    elif ":" not in zone:
-        zone = f"{zone[:3]}:{zone[3:]}"
-    try:
-        return datetime.fromisoformat(stamp + zone).astimezone(UTC)
-    except ValueError:
-        return None
-
-
-def _push_to_bot_branch(
-    item: MRWorkItem, body: Mapping[str, Any], branch: str, after: str | None
-) -> EventResult | None:
+def _push_to_bot_branch(item: MRWorkItem, hook: PushHook, branch: str) -> EventResult | None:
     """A push to the item's own branch: deleted, someone else's commits, or ours (None)."""
+    after = hook.head
     if after is None:
         return EventResult(
             dimensions=(_RECONCILE,), reason=f"branch {branch} was deleted on GitLab"
         )
-    head = next((c for c in _objects(body, "commits") if c.get("id") == after), {})
+    head = hook.commit(after)
     if not is_foreign_push(
         item,
-        before=_text(body.get("before")),
+        before=hook.before,
         after=after,
-        head_message=_text(head.get("message")),
+        head_message=None if head is None else head.message,
     ):
         return None  # our own push: the MR and pipeline hooks that follow drive the rest
-    user = body.get("user_username")
-    by = f" by {user}" if isinstance(user, str) else ""
+    by = f" by {hook.username}" if hook.username else ""
     # Push hooks carry no event time (commit timestamps are authoring times).
     return _foreign_result(after, None, f"push to {branch}{by}")
 
@@ -308,44 +264,7 @@ def _item(context: EventContext) -> MRWorkItem:
     return cast("MRWorkItem", context.item)
 
 
-def _kind_is(body: Mapping[str, Any], kind: str) -> bool:
-    found = body.get("object_kind")
-    return found is None or found == kind
-
-
-def _same_project(item: MRWorkItem, body: Mapping[str, Any]) -> bool:
-    """Whether the hook is about the item's project (by id or path, as the item names it)."""
-    project = _object(body, "project")
-    project_id = _integer(project.get("id"))
-    if project_id is None:
-        project_id = _integer(body.get("project_id"))
-    if item.project.isdigit():
-        return project_id is None or project_id == int(item.project)
-    path = _text(project.get("path_with_namespace"))
-    return path is None or path.casefold() == item.project.casefold()
-
-
-def _object(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    value = data.get(key)
-    return value if isinstance(value, Mapping) else {}
-
-
-def _objects(data: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
-    value = data.get(key)
-    if not isinstance(value, list):
-        return []
-    return [entry for entry in value if isinstance(entry, Mapping)]
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _integer(value: object) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    return None
+def _same_project(item: MRWorkItem, project: HookProject) -> bool:
+    """Whether the hook is about the item's project: its canonical path (resolved at
+    submission), compared exactly with the hook's id and path, as the resolvers do."""
+    return project.is_one_of(item.project_path)

@@ -1,8 +1,10 @@
-"""SQL of the `mr` type: identity lookups for the upsert (DDR-39/40)."""
+"""SQL of the `mr` type: identity lookups for the upsert (DDR-39/40), list filters,
+and which active items a GitLab hook concerns (DDR-32)."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
@@ -125,3 +127,53 @@ def list_mr_items(
     return list_items(
         session, model=MRWorkItem, item_types=None, filters=filters, limit=limit, cursor=cursor
     )
+
+
+# -- webhook resolution (DDR-32) ---------------------------------------------------
+
+_INT32_MAX = 2**31 - 1  # mr_details.mr_iid is INTEGER: a larger iid names no MR of ours
+
+# One statement for every hook kind (prepared once per connection): a criterion
+# whose parameter is NULL matches nothing. The project is matched on the item's
+# canonical path (`work_items.project_path`, resolved through GitLab at
+# submission) against the hook's id and `path_with_namespace`, served by the
+# partial index of active items by project path.
+_ACTIVE_ITEMS_SQL = sa.text(
+    "SELECT detail.id FROM work_items AS item "
+    "JOIN mr_details AS detail ON detail.id = item.id "
+    "WHERE item.phase = 'active' AND item.project_path = ANY(:projects) AND ("
+    "  detail.mr_iid = :mr_iid"
+    "  OR (detail.mr_iid IS NULL AND detail.source_branch = :branch_without_mr)"
+    "  OR detail.head_pipeline_id = :pipeline_id"
+    "  OR detail.mr_sha = :sha"
+    "  OR detail.target_branch = :target_branch"
+    "  OR detail.source_branch = :source_branch"
+    ") ORDER BY detail.id"
+)
+
+
+def active_items_for_hook(
+    session: Session,
+    projects: Sequence[str],
+    *,
+    mr_iid: int | None = None,
+    branch_without_mr: str | None = None,
+    pipeline_id: int | None = None,
+    sha: str | None = None,
+    target_branch: str | None = None,
+    source_branch: str | None = None,
+) -> list[uuid.UUID]:
+    """Active MR items of one of `projects` (the hook's names for its project) meeting
+    any criterion given; no project or no criterion: no items."""
+    criteria = {
+        "mr_iid": mr_iid if mr_iid is not None and mr_iid <= _INT32_MAX else None,
+        "branch_without_mr": branch_without_mr,
+        "pipeline_id": pipeline_id,
+        "sha": sha,
+        "target_branch": target_branch,
+        "source_branch": source_branch,
+    }
+    if not projects or all(value is None for value in criteria.values()):
+        return []
+    rows = session.execute(_ACTIVE_ITEMS_SQL, {"projects": list(projects), **criteria})
+    return [row[0] for row in rows]

@@ -21,6 +21,7 @@ from typing import Any, cast
 
 from sqlalchemy.orm import Session
 
+from workqueue.gitlab.hooks import pipeline_hook
 from workqueue.queue.context import EventContext
 from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.events import EventResult
@@ -29,8 +30,6 @@ from workqueue.queue.registry import ItemTypeRegistration
 from workqueue.types.trunk import repository
 from workqueue.types.trunk.build import REQUEST_VARIABLE
 from workqueue.types.trunk.models import TrunkDimension, TrunkState, TrunkWorkItem
-
-_INT64_MAX = 2**63 - 1
 
 
 def on_pipeline(context: EventContext) -> EventResult | None:
@@ -66,29 +65,15 @@ def resolve_pipeline(session: Session, body: Mapping[str, Any]) -> list[uuid.UUI
 
 
 def hook_pipeline(body: Mapping[str, Any]) -> tuple[int | None, uuid.UUID | None]:
-    """(pipeline id, the head it was triggered for) from a Pipeline Hook, defensively."""
-    if body.get("object_kind") != "pipeline":
+    """(pipeline id, the head it was triggered for) from a Pipeline Hook (`gitlab.hooks`)."""
+    hook = pipeline_hook(body)
+    if hook is None:
         return None, None
-    attributes = body.get("object_attributes")
-    if not isinstance(attributes, Mapping):
-        return None, None
-    raw_id = attributes.get("id")
-    pipeline_id = (
-        raw_id
-        if isinstance(raw_id, int) and not isinstance(raw_id, bool) and 0 < raw_id <= _INT64_MAX
-        else None
-    )
-    request = None
-    variables = attributes.get("variables")
-    if isinstance(variables, list):
-        for variable in variables:
-            if isinstance(variable, Mapping) and variable.get("key") == REQUEST_VARIABLE:
-                request = _uuid(variable.get("value"))
-    return pipeline_id, request
+    return hook.id, _uuid(hook.variable(REQUEST_VARIABLE))
 
 
-def _uuid(value: Any) -> uuid.UUID | None:
-    if not isinstance(value, str):
+def _uuid(value: str | None) -> uuid.UUID | None:
+    if value is None:
         return None
     try:
         return uuid.UUID(value)

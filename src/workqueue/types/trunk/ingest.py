@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from workqueue.gitlab.hooks import ZERO_SHA, push_hook
 from workqueue.queue import repository as queue_repository
 from workqueue.queue.models import Phase
 from workqueue.queue.registry import Creator
@@ -23,9 +24,7 @@ from workqueue.types.trunk import repository
 from workqueue.types.trunk.config import TrunkQueueConfig, TrunkTypeConfig
 from workqueue.types.trunk.models import TRUNK_ITEM_TYPE, TrunkState, TrunkWorkItem
 
-ZERO_SHA = "0" * 40  # `after` of a push that deleted the branch
 SHA = re.compile(r"^[0-9a-f]{40}$")
-_HEADS_PREFIX = "refs/heads/"
 
 # Who created items ingested from GitLab's Push Hooks: no caller, the service itself.
 WEBHOOK_ISSUER = "workqueue"
@@ -94,27 +93,18 @@ def pushed_head(
     config: TrunkTypeConfig, body: Mapping[str, Any]
 ) -> tuple[TrunkQueueConfig, str] | None:
     """(queue, sha) a Push Hook reports for a configured queue; None for anything else
-    (another project or branch, a tag, a deleted branch, a malformed payload)."""
-    ref, after = body.get("ref"), body.get("after")
-    if not isinstance(ref, str) or not ref.startswith(_HEADS_PREFIX):
+    (another project or branch, a tag, a deleted branch, a malformed payload).
+
+    The queue's `project` is compared exactly with the hook's project id and
+    canonical path (`gitlab.hooks`)."""
+    hook = push_hook(body)
+    if hook is None or hook.branch is None:
         return None
-    if not isinstance(after, str) or after == ZERO_SHA or not SHA.fullmatch(after):
+    after = hook.after
+    if after is None or after == ZERO_SHA or not SHA.fullmatch(after):
         return None
-    branch = ref.removeprefix(_HEADS_PREFIX)
-    project = body.get("project")
-    refs: set[str] = set()
-    if isinstance(project, Mapping):
-        path = project.get("path_with_namespace")
-        if isinstance(path, str) and path:
-            refs.add(path)
-        project_id = project.get("id")
-        if isinstance(project_id, int) and not isinstance(project_id, bool):
-            refs.add(str(project_id))
-    top_id = body.get("project_id")
-    if isinstance(top_id, int) and not isinstance(top_id, bool):
-        refs.add(str(top_id))
     for queue in config.queues:
-        if queue.branch == branch and queue.project in refs:
+        if queue.branch == hook.branch and hook.project.is_one_of(queue.project):
             return queue, after
     return None
 

@@ -1,7 +1,7 @@
-"""reserved
+"""webhook intake
 
-A placeholder on the linear chain so pieces built side by side each own one
-revision; it changes nothing until its owner fills it in.
+Webhook resolution finds the active items of a hook's project by their
+canonical project path: a partial index of active items by `project_path`.
 
 Revision ID: 0010
 Revises: 0009
@@ -10,6 +10,9 @@ Create Date: 2026-12-01 10:30:00
 
 from __future__ import annotations
 
+import sqlalchemy as sa
+from alembic import op
+
 revision = "0010"
 down_revision = "0009"
 branch_labels = None
@@ -17,8 +20,13 @@ depends_on = None
 
 
 def upgrade() -> None:
-    pass
+    op.create_index(
+        "ix_work_items_active_project_path",
+        "work_items",
+        ["project_path"],
+        postgresql_where=sa.text("phase = 'active'"),
+    )
 
 
 def downgrade() -> None:
-    pass
+    op.drop_index("ix_work_items_active_project_path", table_name="work_items")
