@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 CONFIG ?= examples/dev-config.yml
+# The embedded PostgreSQL of `make run`: one per checkout, removed by `make clean`.
+DATA_DIR ?= $(CURDIR)/.data
 
 .DEFAULT_GOAL := help
 
@@ -28,9 +30,21 @@ install: $(BIN)/workqueue-service ## Create .venv and install the service
 .PHONY: dev
 dev: $(VENV)/.dev-installed ## Create .venv with the development dependencies
 
+# exec: the shell make starts becomes the server, so a signal to make (which
+# passes SIGTERM on to its child) reaches the server, which stops PostgreSQL.
 .PHONY: run
-run: install ## Install and run the service (embedded PostgreSQL unless DATABASE_URL is set)
-	WORKQUEUE_SERVICE_CONFIG=$${WORKQUEUE_SERVICE_CONFIG:-$(CONFIG)} $(BIN)/workqueue-service serve
+run: install ## Install and run the service (embedded PostgreSQL in ./.data unless DATABASE_URL is set)
+	exec env WORKQUEUE_SERVICE_CONFIG="$${WORKQUEUE_SERVICE_CONFIG:-$(CONFIG)}" \
+	  WORKQUEUE_SERVICE_DATA_DIR="$${WORKQUEUE_SERVICE_DATA_DIR:-$(DATA_DIR)}" \
+	  $(BIN)/workqueue-service serve
+
+.PHONY: demo
+demo: install ## Install and show a whole MR life against a simulated GitLab (DEMO_FLAGS=--keep to stay)
+	exec $(BIN)/workqueue-service demo $(DEMO_FLAGS)
+
+.PHONY: clean
+clean: ## Remove .venv and the data directory of `make run` (stop the service first)
+	rm -rf $(VENV) $(DATA_DIR)
 
 .PHONY: lint
 lint: dev ## ruff + mypy --strict
