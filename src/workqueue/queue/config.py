@@ -20,6 +20,19 @@ class ProcessingConfig(BaseModel):
     max_attempts: int = Field(5, ge=1, description="consecutive failures before phase=failed")
     backoff_initial_seconds: float = Field(1, gt=0)
     backoff_max_seconds: float = Field(300, gt=0)
+    step_batch_size: int = Field(
+        32,
+        ge=1,
+        le=1000,
+        description="most claims of one type a worker steps in one transaction when a backlog "
+        "waits (1: one item per transaction)",
+    )
+    step_batch_seconds: float = Field(
+        0.05,
+        gt=0,
+        description="a batched step takes no further items after running this long "
+        "(slow actions end up one per transaction)",
+    )
 
     @model_validator(mode="after")
     def _check_relations(self) -> ProcessingConfig:

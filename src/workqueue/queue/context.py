@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.orm import Session
 
-from workqueue.queue import repository
 from workqueue.queue.audit import AuditEntry
 from workqueue.queue.dimensions import Dimensions, DimensionUpdate
 from workqueue.queue.models import DimensionStatus, Phase, WorkItem
@@ -23,9 +22,14 @@ class ExecutionContext:
     Executors change state through `item`, `session` and the helpers here,
     flush if they need database-generated values, and never commit or roll
     back: the processing loop owns the transaction (and its lease fencing).
+
+    Dimension changes are written by the loop at the end of the step, together
+    with the rest of its batch. The session is handed out on first use: an
+    executor that never touches it (it only sets dimensions, the phase or
+    audit entries) needs no savepoint of its own inside a batched step.
     """
 
-    session: Session
+    _session: Session
     item: WorkItem
     action: Action
     dimensions: Dimensions
@@ -34,6 +38,17 @@ class ExecutionContext:
     dimension_updates: list[DimensionUpdate] = field(default_factory=list)
     # Set by `fail`: the step's error must survive the end of the step.
     failed: bool = False
+    # Called once, before the session is first handed out (the loop's savepoint).
+    on_first_session_use: Callable[[], None] | None = None
+    session_used: bool = False
+
+    @property
+    def session(self) -> Session:
+        if not self.session_used:
+            self.session_used = True
+            if self.on_first_session_use is not None:
+                self.on_first_session_use()
+        return self._session
 
     def set_dimension(
         self,
@@ -43,10 +58,10 @@ class ExecutionContext:
         variant: str = "",
         pending_until: datetime | None = None,
     ) -> None:
-        """Write a dimension row. Executors change dimensions only through here:
-        the loop decides the next action from the dimensions it read plus these."""
+        """Change a dimension row (written when the step ends). Executors change
+        dimensions only through here: the loop decides the next action from the
+        dimensions it read plus these."""
         update = DimensionUpdate(dimension, status, variant, pending_until)
-        repository.upsert_dimension(self.session, self.item.id, update)
         before = self.dimensions.with_updates(self.dimension_updates).state_of(dimension, variant)
         self.audit_entries.append(dimension_audit_entry(self.item, update, before))
         self.dimension_updates.append(update)

@@ -2,8 +2,8 @@
 
 A type's handler looks at a raw event and returns an `EventResult`; this
 module applies it the same way for every type: the phase change (active items
-only, never backwards in event time), detail updates, dimension upserts and
-their audit entries.
+only, never backwards in event time), detail updates, the dimension changes
+(which the loop writes with the rest of the step) and their audit entries.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from workqueue.queue import repository
 from workqueue.queue.audit import AuditEntry
 from workqueue.queue.context import EventContext, dimension_audit_entry
 from workqueue.queue.dimensions import Dimensions, DimensionUpdate
@@ -93,11 +92,10 @@ def handle_event(
         )
     if result is None:
         return ignored("irrelevant to this item")
-    return _apply(session, item, event, result, dimensions)
+    return _apply(item, event, result, dimensions)
 
 
 def _apply(
-    session: Session,
     item: WorkItem,
     event: RawEvent,
     result: EventResult,
@@ -136,9 +134,9 @@ def _apply(
         _apply_detail_updates(item, result.detail_updates)
         if result.event_ts is not None:
             item.last_event_at = result.event_ts
-    # Dimensions apply even when the phase part is stale (DDR-38).
+    # Dimensions apply even when the phase part is stale (DDR-38); the loop
+    # writes them with the rest of the step.
     for update in result.dimensions:
-        repository.upsert_dimension(session, item.id, update)
         before = dimensions.state_of(update.dimension, update.variant)
         entries.append(dimension_audit_entry(item, update, before))
         dimensions = dimensions.with_updates([update])

@@ -1,8 +1,16 @@
-"""The per-item processing loop: drain events → decide → execute → commit → repeat.
+"""The processing loop: step a batch of claims until each is idle, failed or released.
 
-One claim is processed by one thread. Each step is one transaction whose
-outcome write is fenced on the claim's lease token, so a worker that lost its
-lease (it stalled past expiry and another replica took over) changes nothing.
+A step is one transaction for a batch of claimed items of one type: one query
+reads them all, each item drains its events, gets its next action decided
+and executed (`item_step`), and one statement ends them all, idling or
+continuing each item fenced on its own lease token (`step_repository`).
+A worker that lost a lease (it stalled past expiry and another replica took
+over) commits nothing of that step.
+
+Batches are only as large as the backlog warrants (the manager decides) and
+a step stops taking more of its batch once it has run for
+`processing.step_batch_seconds`: items with slow actions (GitLab calls) end
+up one per transaction, fast ones share a commit.
 """
 
 from __future__ import annotations
@@ -11,23 +19,20 @@ import enum
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.db.errors import is_database_unavailable
-from workqueue.queue import outbox, repository
+from workqueue.queue import outbox, repository, step_repository
 from workqueue.queue.audit import AuditEntry, AuditLog
 from workqueue.queue.config import ProcessingConfig
-from workqueue.queue.context import ExecutionContext
-from workqueue.queue.dimensions import Dimensions
-from workqueue.queue.errors import LeaseLostError, PermanentError
-from workqueue.queue.events import RawEvent, handle_event
+from workqueue.queue.errors import PermanentError
+from workqueue.queue.item_step import LeaseLost, ShouldStop, StepState, StepUnit, run_unit
 from workqueue.queue.models import Phase, WorkItem
 from workqueue.queue.observer import EngineObserver
-from workqueue.queue.registry import Action, ItemTypeRegistration, TypeRegistry
+from workqueue.queue.registry import TypeRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -59,32 +64,84 @@ class ClaimResult:
     wake_in_seconds: float | None = None
 
 
-class _StepResult(enum.Enum):
+class _Ending(enum.Enum):
     CONTINUE = enum.auto()
     IDLE = enum.auto()
     FAILED = enum.auto()
     LOST = enum.auto()
     GONE = enum.auto()
+    RELEASED = enum.auto()  # the failure could not be recorded; the lease runs out
+
+
+class _LeasesLostError(Exception):
+    """Some items of the batch are no longer ours: the whole step is discarded."""
+
+    def __init__(self, item_ids: set[uuid.UUID]) -> None:
+        super().__init__(f"{len(item_ids)} leases lost")
+        self.item_ids = item_ids
 
 
 @dataclass
-class _StepState:
-    """What one step learned, for failure reporting and audit."""
+class _ClaimsRun:
+    """The claims one worker processes until each ends, and how each ended."""
 
-    item_type: str = ""
-    action: Action | None = None
-    audit: list[AuditEntry] = field(default_factory=list)
-    wake_in_seconds: float | None = None
-    action_started: float | None = None  # monotonic
-    action_seconds: float = 0.0
-    events: list[tuple[str, str]] = field(default_factory=list)  # (event type, outcome)
-    loaded: bool = False  # the snapshot was read: project_path is the item's
-    project_path: str | None = None
-    failed_by_executor: bool = False  # `ExecutionContext.fail`: keep the item's error
+    claims: Sequence[repository.Claim]
+    deadline: float  # monotonic
+    on_end: Callable[[repository.Claim, ClaimResult], None] | None = None
+    pending: list[repository.Claim] = field(init=False)
+    batch_limit: int = field(init=False)
+    results: dict[uuid.UUID, ClaimResult] = field(default_factory=dict)
+    wake_at: dict[uuid.UUID, float] = field(default_factory=dict)  # monotonic, per item
 
-    def wake_within(self, seconds: float) -> None:
-        if self.wake_in_seconds is None or seconds < self.wake_in_seconds:
-            self.wake_in_seconds = seconds
+    def __post_init__(self) -> None:
+        self.pending = list(self.claims)
+        self.batch_limit = len(self.pending)
+
+    def end(self, claim: repository.Claim, outcome: ClaimOutcome) -> None:
+        self.pending.remove(claim)
+        due = self.wake_at.get(claim.item_id)
+        remaining = None if due is None else max(due - time.monotonic(), 0.0)
+        result = self.results[claim.item_id] = ClaimResult(outcome, remaining)
+        if self.on_end is not None:
+            self.on_end(claim, result)
+
+    def record(self, steps: dict[uuid.UUID, _Step]) -> None:
+        """Take in one step's results; claims it did not reach stay pending."""
+        for claim in list(self.pending):
+            step = steps.get(claim.item_id)
+            if step is None:
+                continue
+            if step.state.wake_in_seconds is not None:
+                # Relative to the step's start; re-based to the claim's end.
+                due = step.started + step.state.wake_in_seconds
+                self.wake_at[claim.item_id] = min(self.wake_at.get(claim.item_id, due), due)
+            if step.ending is not _Ending.CONTINUE:
+                self.end(claim, ClaimOutcome[step.ending.name])
+
+
+@dataclass
+class _Batch:
+    """The claims one step works on, and what became of each."""
+
+    claims: Sequence[repository.Claim]
+    started: float  # monotonic
+    units: list[StepUnit] = field(default_factory=list)
+    steps: dict[uuid.UUID, _Step] = field(default_factory=dict)
+    failures: list[tuple[StepUnit, list[AuditEntry]]] = field(default_factory=list)
+
+    @property
+    def isolated(self) -> bool:
+        """Several items share the transaction: each one's failure must stay its own."""
+        return len(self.claims) > 1
+
+
+@dataclass
+class _Step:
+    """One finished step of one claim, as the claim's loop needs it."""
+
+    ending: _Ending
+    state: StepState
+    started: float  # monotonic
 
 
 class ItemLoop:
@@ -111,72 +168,174 @@ class ItemLoop:
         self,
         claim: repository.Claim,
         *,
-        should_stop: Callable[[], bool],
+        should_stop: ShouldStop,
         lease_lost: Callable[[], bool],
     ) -> ClaimResult:
-        deadline = time.monotonic() + self._config.item_deadline_seconds
+        """Process one claim until it ends (see `run_batch`)."""
+        results = self.run_batch(
+            [claim], should_stop=should_stop, lease_lost=lambda _item_id: lease_lost()
+        )
+        return results[claim.item_id]
+
+    def run_batch(
+        self,
+        claims: Sequence[repository.Claim],
+        *,
+        should_stop: ShouldStop,
+        lease_lost: LeaseLost,
+        on_end: Callable[[repository.Claim, ClaimResult], None] | None = None,
+    ) -> dict[uuid.UUID, ClaimResult]:
+        """Process claims of one item type until each one ends; returns how each ended.
+
+        `on_end` hears of each claim as soon as it ends, while others go on.
+        """
+        run = _ClaimsRun(
+            claims,
+            deadline=time.monotonic() + self._config.item_deadline_seconds,
+            on_end=on_end,
+        )
         reconnect_delay = 0.2
-        wake_in: float | None = None
-        while True:
-            if lease_lost():
-                return ClaimResult(ClaimOutcome.LOST)
-            if should_stop() or time.monotonic() >= deadline:
-                return ClaimResult(self._release(claim), wake_in)
-            state = _StepState(item_type=claim.item_type)
-            started = time.monotonic()
+        while run.pending:
+            for claim in [claim for claim in run.pending if lease_lost(claim.item_id)]:
+                run.end(claim, ClaimOutcome.LOST)
+            if run.pending and (should_stop() or time.monotonic() >= run.deadline):
+                for claim in list(run.pending):
+                    run.end(claim, self._release(claim))
+            if not run.pending:
+                break
             try:
-                result = self._step(claim, state)
+                steps = self._step(run.pending[: run.batch_limit])
+            except _SplitBatchError:
+                run.batch_limit = 1
+                continue
             except DatabaseUnavailableError as error:
                 # The database went away mid-step: nothing was committed, and it
-                # is not the action's fault. Keep the claim and try again until
+                # is not the actions' fault. Keep the claims and try again until
                 # the database is back or the deadline passes.
                 logger.warning(
-                    "database unavailable while processing %s: %s", claim.item_id, error.__cause__
+                    "database unavailable while processing %d items: %s",
+                    len(run.pending),
+                    error.__cause__,
                 )
                 time.sleep(reconnect_delay)
                 reconnect_delay = min(reconnect_delay * 2, 5.0)
                 continue
-            if state.wake_in_seconds is not None:
-                # Relative to this step's start; re-based to the claim's end below.
-                due = started + state.wake_in_seconds
-                wake_in = min(wake_in, due) if wake_in is not None else due
-            if result is not _StepResult.CONTINUE:
-                remaining = None if wake_in is None else max(wake_in - time.monotonic(), 0.0)
-                return ClaimResult(ClaimOutcome[result.name], remaining)
+            run.record(steps)
+        return run.results
 
-    # -- one step ----------------------------------------------------------
+    # -- one step ------------------------------------------------------------
 
-    def _step(self, claim: repository.Claim, state: _StepState) -> _StepResult:
-        stored = False
+    def _step(self, claims: Sequence[repository.Claim]) -> dict[uuid.UUID, _Step]:
+        batch = _Batch(claims, started=time.monotonic())
         with self._sessions() as session:
             try:
-                result = self._step_in_transaction(session, claim, state)
+                self._run_units(session, batch)
+                succeeded = [unit for unit in batch.units if unit.error is None]
+                endings = self._finish(session, succeeded)
                 # In the step's own transaction: history of a step that rolls
                 # back never claims it happened.
-                stored = self._audit.store_in(session, state.audit)
+                entries = [entry for unit in succeeded for entry in unit.state.audit]
+                stored = self._audit.store_in(session, entries)
                 session.commit()
-            except LeaseLostError:
+            except _LeasesLostError as lost:
                 session.rollback()
-                logger.warning("lease on %s was lost; discarding this step", claim.item_id)
-                self._observer.lease_lost(claim.item_type)
-                return _StepResult.LOST
+                for item_id in lost.item_ids:
+                    logger.warning("lease on %s was lost; discarding this step", item_id)
+                    self._observer.lease_lost(claims[0].item_type)
+                # The others did nothing wrong: they run again in the next step.
+                return {
+                    item_id: _Step(_Ending.LOST, StepState(), batch.started)
+                    for item_id in lost.item_ids
+                }
             except Exception as error:
                 if is_database_unavailable(error):
                     raise DatabaseUnavailableError from error
                 session.rollback()
-                try:
-                    return self._fail(session, claim, state, error)
-                except Exception as failure:
-                    if is_database_unavailable(failure):
-                        raise DatabaseUnavailableError from failure
-                    raise
-        self._audit.write_all(state.audit, stored=stored)
-        self._report(claim.item_type, state, "succeeded")
-        if state.action is not None or state.events:
-            self._committed(claim, state)
-        return result
+                if batch.isolated:
+                    # Not one item's error (those stay with their item): run
+                    # each claim on its own, where an error is its item's.
+                    logger.warning("batched step failed (%s); stepping items one by one", error)
+                    raise _SplitBatchError from error
+                state = batch.units[0].state if batch.units else StepState(claims[0].item_type)
+                return {claims[0].item_id: self._fail_alone(session, claims[0], state, error)}
+        self._audit.write_all(entries, stored=stored)
+        for unit in succeeded:
+            self._report(unit.claim.item_type, unit.state, "succeeded")
+            batch.steps[unit.item_id] = _Step(endings[unit.item_id], unit.state, batch.started)
+            if unit.state.action is not None or unit.state.events:
+                self._committed(unit.claim, unit.state)
+        for unit, failure_entries in batch.failures:
+            batch.steps[unit.item_id] = self._after_failure(unit, failure_entries, batch.started)
+        return batch.steps
 
-    def _committed(self, claim: repository.Claim, state: _StepState) -> None:
+    def _run_units(self, session: Session, batch: _Batch) -> None:
+        """Each claim's part, in order, until the step's time budget is spent."""
+        registration = self._registry.get(batch.claims[0].item_type)
+        snapshots = step_repository.load_batch(
+            session, registration.model, [claim.item_id for claim in batch.claims]
+        )
+        budget_end = batch.started + self._config.step_batch_seconds
+        for claim in batch.claims:
+            if batch.units and time.monotonic() >= budget_end:
+                return  # the rest waits for the next transaction
+            snapshot = snapshots.get(claim.item_id)
+            state = StepState(item_type=claim.item_type)
+            if snapshot is None:
+                batch.steps[claim.item_id] = _Step(_Ending.GONE, state, batch.started)
+            elif snapshot.item.lease_token != claim.lease_token:
+                batch.steps[claim.item_id] = _Step(_Ending.LOST, state, batch.started)
+                self._lease_lost_warning(claim)
+            else:
+                state.loaded, state.project_path = True, snapshot.item.project_path
+                unit = StepUnit(claim, registration, snapshot, state, batch.isolated)
+                batch.units.append(unit)
+                run_unit(session, unit, self._observer)
+                if unit.error is not None:
+                    self._unit_failed(session, batch, unit)
+
+    def _unit_failed(self, session: Session, batch: _Batch, unit: StepUnit) -> None:
+        assert unit.error is not None  # noqa: S101 - caller checked
+        if not batch.isolated:
+            raise unit.error  # a lone item: the whole step rolls back (see `_step`)
+        # At once: its savepoint must not enclose the next item's.
+        batch.failures.append((unit, self._fail_in_batch(session, unit)))
+
+    def _finish(self, session: Session, units: Sequence[StepUnit]) -> dict[uuid.UUID, _Ending]:
+        """Write the batch's dimension rows and consumed events, then end every item's step."""
+        session.flush()  # the items' own changes first: they move `updated_at`
+        step_repository.write_dimensions(
+            session, ((unit.item_id, update) for unit in units for update in unit.dimension_writes)
+        )
+        step_repository.delete_events(
+            session, [event_id for unit in units for event_id in unit.consumed_events]
+        )
+        ends = [
+            step_repository.StepEnd(
+                unit.claim,
+                unit.seen_updated_at,
+                # Going idle is decided under the item's advisory lock (DDR-34):
+                # enqueuers take the same lock, so their work is either visible
+                # to the decision or lands after our commit and wakes the item.
+                want_idle=not unit.more_work,
+                # An executor that failed the item itself keeps the error it
+                # wrote (a success would clear it).
+                action_succeeded=unit.state.action is not None
+                and not unit.state.failed_by_executor,
+            )
+            for unit in units
+        ]
+        answers = step_repository.finish_steps(
+            session, ends, lease_seconds=self._config.lease_seconds
+        )
+        lost = {unit.item_id for unit in units} - answers.keys()
+        if lost:
+            raise _LeasesLostError(lost)
+        return {
+            item_id: _Ending.IDLE if answer == "idle" else _Ending.CONTINUE
+            for item_id, answer in answers.items()
+        }
+
+    def _committed(self, claim: repository.Claim, state: StepState) -> None:
         """Tell the post-commit listener (attention queues) which item changed, and where."""
         if self._on_committed is None:
             return
@@ -193,7 +352,7 @@ class ItemLoop:
         except Exception:
             logger.exception("post-commit listener failed for %s", claim.item_id)
 
-    def _report(self, item_type: str, state: _StepState, outcome: str) -> None:
+    def _report(self, item_type: str, state: StepState, outcome: str) -> None:
         for event_type, event_outcome in state.events:
             self._observer.event_applied(item_type, event_type, event_outcome)
         if state.action is not None:
@@ -201,142 +360,89 @@ class ItemLoop:
                 item_type, state.action.name, outcome, state.action_seconds
             )
 
-    def _step_in_transaction(
-        self, session: Session, claim: repository.Claim, state: _StepState
-    ) -> _StepResult:
-        registration = self._registry.get(claim.item_type)
-        snapshot = repository.load_for_step(session, registration.model, claim.item_id)
-        if snapshot is None:
-            return _StepResult.GONE
-        item, now = snapshot.item, snapshot.now
-        if item.lease_token != claim.lease_token:
-            raise LeaseLostError(str(claim.item_id))
-        seen_updated_at = item.updated_at
-        state.loaded, state.project_path = True, item.project_path
-        phase_before = item.phase
-        dimensions = Dimensions(snapshot.dimensions, now)
+    def _lease_lost_warning(self, claim: repository.Claim) -> None:
+        logger.warning("lease on %s was lost; discarding this step", claim.item_id)
+        self._observer.lease_lost(claim.item_type)
 
-        if snapshot.has_events:
-            dimensions = self._drain_events(session, registration, item, dimensions, state)
+    # -- failures --------------------------------------------------------------
 
-        state.action = _decide(registration, item, dimensions)
-        if state.action is not None:
-            dimensions = self._execute(
-                session,
-                observer=self._observer,
-                registration=registration,
-                item=item,
-                state=state,
-                dimensions=dimensions,
-                now=now,
-            )
-        # Whatever moved the phase (an event, an executor), the announcement
-        # commits with it or not at all.
-        if item.phase != phase_before:
-            outbox.emit_phase_change(session, item)
-        if state.action is not None and _decide(registration, item, dimensions) is not None:
-            return self._continue(session, claim, action_succeeded=True)
+    def _fail_alone(
+        self, session: Session, claim: repository.Claim, state: StepState, error: Exception
+    ) -> _Step:
+        """A lone item's step failed and was rolled back: record the failure on its own."""
+        started = time.monotonic()
+        try:
+            entries = self._record_failure(session, claim, state, error)
+            if entries is None:
+                session.rollback()
+                self._observer.lease_lost(claim.item_type)
+                return _Step(_Ending.LOST, state, started)
+            session.commit()
+        except Exception as failure:
+            if is_database_unavailable(failure):
+                raise DatabaseUnavailableError from failure
+            raise
+        return self._after_failure_of(claim, state, entries, started)
 
-        # Going idle is decided under the item's advisory lock (DDR-34):
-        # enqueuers take the same lock, so their work is either visible to
-        # `go_idle` or lands after our commit and wakes the item again.
-        # An executor that failed the item itself keeps the error it wrote
-        # (a success would clear it).
-        succeeded = state.action is not None and not state.failed_by_executor
-        if repository.go_idle(
-            session, claim, seen_updated_at=seen_updated_at, action_succeeded=succeeded
-        ):
-            return _StepResult.IDLE
-        return self._continue(session, claim, action_succeeded=succeeded)
+    def _fail_in_batch(self, session: Session, unit: StepUnit) -> list[AuditEntry]:
+        """Record one item's failure inside the batch (its own part already undone).
 
-    def _continue(
-        self, session: Session, claim: repository.Claim, *, action_succeeded: bool
-    ) -> _StepResult:
-        if not repository.continue_step(
-            session,
-            claim,
-            action_succeeded=action_succeeded,
-            lease_seconds=self._config.lease_seconds,
-        ):
-            raise LeaseLostError(str(claim.item_id))
-        return _StepResult.CONTINUE
+        Returns the audit entries to write after the commit; an empty list
+        means nothing could be recorded (lease lost, or the type's failure
+        hook raised): the item then ends LOST or RELEASED.
+        """
+        assert unit.error is not None  # noqa: S101 - caller checked
+        unit.discard(session)
+        savepoint = session.begin_nested()
+        try:
+            entries = self._record_failure(session, unit.claim, unit.state, unit.error)
+        except Exception as failure:
+            savepoint.rollback()
+            if is_database_unavailable(failure):
+                raise
+            logger.exception("could not record the failure of %s", unit.item_id)
+            unit.state.failed_by_executor = False
+            unit.error = _UnrecordedError(str(failure))
+            return []
+        if entries is None:
+            savepoint.rollback()
+            unit.error = _LostError()
+            return []
+        savepoint.commit()
+        return entries
 
-    @staticmethod
-    def _drain_events(
-        session: Session,
-        registration: ItemTypeRegistration,
-        item: WorkItem,
-        dimensions: Dimensions,
-        state: _StepState,
-    ) -> Dimensions:
-        events = repository.pending_events(session, item.id)
-        for event in events:
-            applied = handle_event(
-                session,
-                registration,
-                item,
-                RawEvent(event.event_type, event.body, event.received_at),
-                dimensions,
-            )
-            state.audit += applied.audit
-            state.events.append((event.event_type, applied.outcome))
-            for update in applied.dimension_updates:
-                if update.pending_until is not None:
-                    state.wake_within((update.pending_until - dimensions.now).total_seconds())
-            dimensions = dimensions.with_updates(applied.dimension_updates)
-        repository.delete_events(session, [event.id for event in events])
-        session.flush()
-        return dimensions
+    def _after_failure(self, unit: StepUnit, entries: list[AuditEntry], started: float) -> _Step:
+        if isinstance(unit.error, _LostError):
+            self._observer.lease_lost(unit.claim.item_type)
+            return _Step(_Ending.LOST, unit.state, started)
+        if isinstance(unit.error, _UnrecordedError):
+            return _Step(_Ending.RELEASED, unit.state, started)
+        return self._after_failure_of(unit.claim, unit.state, entries, started)
 
-    @staticmethod
-    def _execute(
-        session: Session,
-        *,
-        observer: EngineObserver,
-        registration: ItemTypeRegistration,
-        item: WorkItem,
-        state: _StepState,
-        dimensions: Dimensions,
-        now: datetime,
-    ) -> Dimensions:
-        """Run the chosen action; returns the dimensions as the action left them."""
-        assert state.action is not None  # noqa: S101 - caller checked
-        executor = registration.executor(state.action.name)
-        context = ExecutionContext(session, item, state.action, dimensions, now)
-        observer.action_started(item.item_type, state.action.name, item.id)
-        started = state.action_started = time.monotonic()
-        executor(context)
-        session.flush()
-        state.failed_by_executor = context.failed
-        state.action_seconds = time.monotonic() - started
-        state.audit += context.audit_entries
-        state.audit.append(
-            AuditEntry(
-                event_type="action_outcome",
-                work_item_id=item.id,
-                item_type=item.item_type,
-                after={"outcome": "succeeded"},
-                details={
-                    "action": state.action.name,
-                    "variant": state.action.variant,
-                    "duration_seconds": round(time.monotonic() - started, 6),
-                },
-            )
-        )
-        for update in context.dimension_updates:
-            if update.pending_until is not None:
-                state.wake_within((update.pending_until - now).total_seconds())
-        return dimensions.with_updates(context.dimension_updates)
+    def _after_failure_of(
+        self,
+        claim: repository.Claim,
+        state: StepState,
+        entries: list[AuditEntry],
+        started: float,
+    ) -> _Step:
+        if state.action_started is not None:
+            state.action_seconds = time.monotonic() - state.action_started
+        state.events.clear()  # rolled back with the step
+        outcome = entries[0].after["outcome"] if entries and entries[0].after else "failed"
+        self._report(claim.item_type, state, str(outcome))
+        self._audit.write_all(entries)
+        self._committed(claim, state)
+        return _Step(_Ending.FAILED, state, started)
 
-    # -- endings -------------------------------------------------------------
-
-    def _fail(
+    def _record_failure(
         self,
         session: Session,
         claim: repository.Claim,
-        state: _StepState,
+        state: StepState,
         error: Exception,
-    ) -> _StepResult:
+    ) -> list[AuditEntry] | None:
+        """Count a failed step: back off, or fail the item. None when the lease is gone."""
         permanent = isinstance(error, PermanentError)
         message = _describe(error)
         if not permanent:
@@ -353,23 +459,21 @@ class ItemLoop:
         final = repository.failure_is_final(
             session, claim, permanent=permanent, max_attempts=self._config.max_attempts
         )
-        outcome = None
-        if final is not None:
-            if final:
-                self._failure_hook(session, claim, message)
-            outcome = repository.record_failure(
-                session,
-                claim,
-                error=message,
-                permanent=final,
-                max_attempts=self._config.max_attempts,
-                backoff_initial_seconds=self._config.backoff_initial_seconds,
-                backoff_max_seconds=self._config.backoff_max_seconds,
-            )
+        if final is None:
+            return None
+        if final:
+            self._failure_hook(session, claim, message)
+        outcome = repository.record_failure(
+            session,
+            claim,
+            error=message,
+            permanent=final,
+            max_attempts=self._config.max_attempts,
+            backoff_initial_seconds=self._config.backoff_initial_seconds,
+            backoff_max_seconds=self._config.backoff_max_seconds,
+        )
         if outcome is None:
-            session.rollback()
-            self._observer.lease_lost(claim.item_type)
-            return _StepResult.LOST
+            return None
         if outcome.phase == Phase.FAILED:
             outbox.emit_phase_reached(
                 session,
@@ -379,18 +483,13 @@ class ItemLoop:
                 project=outcome.project_path,
                 error=message,
             )
-        session.commit()
-        if state.action_started is not None:
-            state.action_seconds = time.monotonic() - state.action_started
-        state.events.clear()  # rolled back with the step
-        self._report(claim.item_type, state, "permanent_failure" if permanent else "failed")
         if outcome.retry_in_seconds is not None:
             state.wake_within(outcome.retry_in_seconds)
         entries = [
             AuditEntry(
                 event_type="action_outcome",
                 work_item_id=claim.item_id,
-                item_type=state.item_type,
+                item_type=state.item_type or claim.item_type,
                 after={"outcome": "permanent_failure" if permanent else "failed"},
                 reason=message,
                 details={
@@ -405,15 +504,13 @@ class ItemLoop:
                 AuditEntry(
                     event_type="phase_change",
                     work_item_id=claim.item_id,
-                    item_type=state.item_type,
+                    item_type=state.item_type or claim.item_type,
                     before={"phase": Phase.ACTIVE.value},
                     after={"phase": Phase.FAILED.value},
                     reason=message,
                 )
             )
-        self._audit.write_all(entries)
-        self._committed(claim, state)
-        return _StepResult.FAILED
+        return entries
 
     def _failure_hook(self, session: Session, claim: repository.Claim, message: str) -> None:
         """The type's cleanup for an item the engine fails (e.g. a slot it holds).
@@ -443,13 +540,16 @@ class ItemLoop:
         return ClaimOutcome.RELEASED if released else ClaimOutcome.LOST
 
 
-def _decide(
-    registration: ItemTypeRegistration, item: WorkItem, dimensions: Dimensions
-) -> Action | None:
-    # Only active items have a next action; terminal ones just go idle.
-    if item.phase != Phase.ACTIVE:
-        return None
-    return registration.decider(item, dimensions)
+class _SplitBatchError(Exception):
+    """A batched step failed outside any one item's part: retry its items one by one."""
+
+
+class _LostError(Exception):
+    """Marks a batch item whose failure found its lease gone."""
+
+
+class _UnrecordedError(Exception):
+    """Marks a batch item whose failure could not be recorded (its failure hook raised)."""
 
 
 def _describe(error: Exception) -> str:

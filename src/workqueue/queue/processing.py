@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -40,6 +40,13 @@ logger = logging.getLogger(__name__)
 # transaction feed several workers. Queued claims are heartbeated like
 # running ones, so prefetching never lets a lease lapse.
 MIN_PREFETCH = 8
+# With a backlog, a worker steps several claims per transaction (up to
+# `processing.step_batch_size`); the manager then holds enough claims to fill
+# those batches, but never more than about this much work per worker, judged
+# by how long items took recently: fast items are claimed by the hundred,
+# slow ones (GitLab calls) a few at a time, leaving the rest to other replicas.
+QUEUED_WORK_SECONDS = 1.0
+INITIAL_SECONDS_PER_ITEM = 0.25
 # When something is due but could not be claimed (a row locked for a moment
 # by another transaction), look again after this long rather than spinning.
 RETRY_DUE_SECONDS = 0.25
@@ -128,14 +135,16 @@ class ProcessingManager:
             on_committed=on_item_committed,
         )
         self._on_item_committed = on_item_committed
-        prefetch = max(config.workers, MIN_PREFETCH)
-        self._capacity = config.workers + prefetch
+        self._min_capacity = config.workers + max(config.workers, MIN_PREFETCH)
+        self._capacity = self._min_capacity
         # Refill the prefetch queue in batches rather than one claim per finished item.
-        self._refill_batch = max(1, prefetch // 2)
+        self._refill_batch = max(1, (self._capacity - config.workers) // 2)
+        self._seconds_per_item = INITIAL_SECONDS_PER_ITEM
         self._pool = ThreadPoolExecutor(config.workers, thread_name_prefix="workqueue-item")
 
         self._lock = threading.Lock()
         self._held: dict[uuid.UUID, repository.Claim] = {}  # claimed: queued or running
+        self._queued: deque[repository.Claim] = deque()  # claimed, waiting for a worker
         self._running = 0
         self._lost: set[uuid.UUID] = set()
         self._requested: set[uuid.UUID] = set()  # woken, not yet tried
@@ -302,8 +311,10 @@ class ProcessingManager:
                         if seconds is None
                         else time.monotonic() + max(seconds, RETRY_DUE_SECONDS)
                     )
-        for claim in claims:
-            self._pool.submit(self._run_claim, claim)
+        with self._lock:
+            self._queued.extend(claims)
+        for _ in claims:
+            self._pool.submit(self._run_queued)
 
     def _plan_dispatch(self) -> _DispatchPlan | None:
         now = time.monotonic()
@@ -355,20 +366,64 @@ class ProcessingManager:
 
     # -- workers ---------------------------------------------------------------
 
-    def _run_claim(self, claim: repository.Claim) -> None:
-        with self._lock:
-            self._running += 1
-        result = ClaimResult(ClaimOutcome.RELEASED)
+    def _run_queued(self) -> None:
+        """Run the next batch of queued claims (one task is submitted per claim)."""
+        batch = self._take_batch()
+        if not batch:
+            return  # an earlier task took this claim into its batch
+        ended: set[uuid.UUID] = set()
+
+        def claim_ended(claim: repository.Claim, result: ClaimResult) -> None:
+            ended.add(claim.item_id)
+            self._claim_finished(claim, result)
+
+        started = time.monotonic()
         try:
-            result = self._loop.run(
-                claim,
+            self._loop.run_batch(
+                batch,
                 should_stop=self._stopping.is_set,
-                lease_lost=lambda: claim.item_id in self._lost,
+                lease_lost=self._lost.__contains__,
+                on_end=claim_ended,
             )
         except Exception:
-            logger.exception("unexpected error processing %s", claim.item_id)
+            logger.exception("unexpected error processing %d items", len(batch))
         finally:
-            self._claim_finished(claim, result)
+            for claim in batch:
+                if claim.item_id not in ended:
+                    self._claim_finished(claim, ClaimResult(ClaimOutcome.RELEASED))
+            self._learn_item_time((time.monotonic() - started) / len(batch))
+
+    def _learn_item_time(self, seconds: float) -> None:
+        """Fold one batch's time per item into the estimate that sizes the claim queue."""
+        with self._lock:
+            self._seconds_per_item = 0.8 * self._seconds_per_item + 0.2 * seconds
+            per_worker = int(QUEUED_WORK_SECONDS / max(self._seconds_per_item, 1e-4))
+            per_worker = max(1, min(per_worker, self._config.step_batch_size))
+            self._capacity = max(self._min_capacity, self._config.workers * per_worker)
+            self._refill_batch = max(1, (self._capacity - self._config.workers) // 2)
+
+    def _take_batch(self) -> list[repository.Claim]:
+        """The oldest queued claim and, when a backlog waits, more of its type.
+
+        A batch is the worker's fair share of the queue (queued claims per
+        worker), capped by `step_batch_size`: with a short queue every claim
+        gets a worker of its own, and with a long one a worker steps several
+        items per transaction.
+        """
+        with self._lock:
+            if not self._queued:
+                return []
+            first = self._queued.popleft()
+            share = -(-(len(self._queued) + 1) // self._config.workers)  # ceiling division
+            size = min(self._config.step_batch_size, max(share, 1))
+            batch = [first]
+            others: list[repository.Claim] = []
+            while self._queued and len(batch) < size:
+                claim = self._queued.popleft()
+                (batch if claim.item_type == first.item_type else others).append(claim)
+            self._queued.extendleft(reversed(others))
+            self._running += len(batch)
+            return batch
 
     def _claim_finished(self, claim: repository.Claim, result: ClaimResult) -> None:
         with self._lock:

@@ -14,7 +14,6 @@ Conventions:
 
 from __future__ import annotations
 
-import functools
 import uuid
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -30,9 +29,7 @@ from workqueue.queue import outbox
 from workqueue.queue.dimensions import DimensionState, DimensionUpdate
 from workqueue.queue.models import (
     DimensionStatus,
-    PendingEvent,
     Phase,
-    WorkItem,
     WorkItemStatus,
 )
 
@@ -68,7 +65,9 @@ def advisory_lock_key(item_id: uuid.UUID) -> int:
 
 def lock_item(session: Session, item_id: uuid.UUID) -> None:
     """Take the item's transaction-scoped advisory lock (held until commit or rollback)."""
-    _driver(session).execute("SELECT pg_advisory_xact_lock(%s)", (advisory_lock_key(item_id),))
+    driver_connection(session).execute(
+        "SELECT pg_advisory_xact_lock(%s)", (advisory_lock_key(item_id),)
+    )
 
 
 def database_now(session: Session) -> datetime:
@@ -76,7 +75,7 @@ def database_now(session: Session) -> datetime:
     return now
 
 
-def _driver(session: Session) -> psycopg.Connection[Any]:
+def driver_connection(session: Session) -> psycopg.Connection[Any]:
     """The psycopg connection under the session's transaction.
 
     The engine's per-step statements go straight to the driver: SQLAlchemy's
@@ -163,7 +162,7 @@ def insert_pending_event(
     call, and the event must not wait for it (nor take locks in the opposite
     order and deadlock with `go_idle`).
     """
-    driver = _driver(session)
+    driver = driver_connection(session)
     driver.execute("SELECT pg_advisory_xact_lock(%s)", (advisory_lock_key(item_id),))
     inserted = driver.execute(
         "INSERT INTO pending_events (work_item_id, event_type, body, dedupe_key) "
@@ -270,37 +269,6 @@ def extend_leases(
     return {row.id for row in rows}
 
 
-def continue_step(
-    session: Session, claim: Claim, *, action_succeeded: bool, lease_seconds: float
-) -> bool:
-    """Record a step after which more work remains: extend the lease, fenced on its token.
-
-    Returns False when the lease is no longer ours; nothing may then be committed.
-    """
-    row = (
-        _driver(session)
-        .execute(
-            "UPDATE work_items SET "
-            # clock_timestamp(), not now(): the step may have held this row for
-            # longer than a lease (the heartbeat skips locked rows).
-            "  leased_until = clock_timestamp() + make_interval(secs => %(lease_seconds)s), "
-            "  attempts = CASE WHEN %(succeeded)s THEN 0 ELSE attempts END, "
-            "  error = CASE WHEN %(succeeded)s THEN NULL ELSE error END, "
-            "  next_attempt_at = CASE WHEN %(succeeded)s THEN NULL ELSE next_attempt_at END "
-            "WHERE id = %(id)s AND lease_token = %(token)s "
-            "RETURNING id",
-            {
-                "succeeded": action_succeeded,
-                "lease_seconds": lease_seconds,
-                "id": claim.item_id,
-                "token": claim.lease_token,
-            },
-        )
-        .fetchone()
-    )
-    return row is not None
-
-
 def release_lease(session: Session, claim: Claim) -> bool:
     """Give the item back without changing it (shutdown, deadline); it stays actionable."""
     result = session.execute(
@@ -323,7 +291,7 @@ def failure_is_final(
     Only the lease holder changes `attempts`, so the answer holds until then.
     """
     attempts = (
-        _driver(session)
+        driver_connection(session)
         .execute(
             "SELECT attempts FROM work_items WHERE id = %s AND lease_token = %s",
             (claim.item_id, claim.lease_token),
@@ -384,65 +352,6 @@ def record_failure(
 # -- reading one item's state -------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class StepSnapshot:
-    """Everything a processing step reads up front, fetched in one round trip."""
-
-    item: WorkItem
-    now: datetime
-    dimensions: list[DimensionState]
-    has_events: bool
-
-
-def load_for_step(
-    session: Session, model: type[WorkItem], item_id: uuid.UUID
-) -> StepSnapshot | None:
-    """The item (with its detail columns), the database clock, dimensions and an events flag."""
-    row = session.execute(
-        _step_snapshot_query(model),
-        {"item_id": item_id},
-        execution_options={"populate_existing": True},
-    ).first()
-    if row is None:
-        return None
-    dimensions = [
-        DimensionState(
-            dimension,
-            variant,
-            DimensionStatus(status),
-            datetime.fromisoformat(pending_until) if pending_until else None,
-        )
-        for dimension, variant, status, pending_until in row[3]
-    ]
-    return StepSnapshot(item=row[0], now=row[1], dimensions=dimensions, has_events=row[2])
-
-
-@functools.cache
-def _step_snapshot_query(model: type[WorkItem]) -> sa.Select[Any]:
-    # Built once per model: constructing the statement costs more than running it.
-    dimension_rows = (
-        sa.select(
-            sa.func.coalesce(
-                sa.func.json_agg(
-                    sa.func.json_build_array(
-                        WorkItemStatus.dimension,
-                        WorkItemStatus.variant,
-                        WorkItemStatus.status,
-                        WorkItemStatus.pending_until,
-                    )
-                ),
-                sa.text("'[]'::json"),
-            )
-        )
-        .where(WorkItemStatus.work_item_id == model.id)
-        .scalar_subquery()
-    )
-    has_events = sa.exists().where(PendingEvent.work_item_id == model.id)
-    return sa.select(model, sa.func.now(), has_events, dimension_rows).where(
-        model.id == sa.bindparam("item_id")
-    )
-
-
 def load_dimensions(session: Session, item_id: uuid.UUID) -> list[DimensionState]:
     rows = session.execute(
         sa.select(
@@ -465,51 +374,10 @@ _UPSERT_DIMENSION = (
 
 def upsert_dimension(session: Session, item_id: uuid.UUID, update: DimensionUpdate) -> None:
     """Insert or overwrite one dimension row."""
-    _driver(session).execute(
+    driver_connection(session).execute(
         _UPSERT_DIMENSION,
         (item_id, update.dimension, update.variant, update.status.value, update.pending_until),
     )
-
-
-def pending_events(session: Session, item_id: uuid.UUID) -> list[PendingEvent]:
-    return list(
-        session.scalars(
-            sa.select(PendingEvent)
-            .where(PendingEvent.work_item_id == item_id)
-            .order_by(PendingEvent.id)
-        )
-    )
-
-
-def delete_events(session: Session, event_ids: Sequence[int]) -> None:
-    if event_ids:
-        session.execute(sa.delete(PendingEvent).where(PendingEvent.id.in_(event_ids)))
-
-
-def go_idle(
-    session: Session,
-    claim: Claim,
-    *,
-    seen_updated_at: datetime,
-    action_succeeded: bool,
-) -> bool:
-    """End the claim with the item idle — unless work arrived since the step read it.
-
-    One round trip to `workqueue_go_idle` (see migration 0001): it takes the
-    item's advisory lock, then clears `actionable` and the lease only if
-    `updated_at` is unchanged and no event waits. Enqueuers take that lock and
-    bump `updated_at`, so nothing enqueued concurrently is stranded (DDR-34).
-    False means "not idle": new work arrived, or the lease is gone.
-    """
-    row = (
-        _driver(session)
-        .execute(
-            "SELECT workqueue_go_idle(%s, %s, %s, %s)",
-            (claim.item_id, claim.lease_token, seen_updated_at, action_succeeded),
-        )
-        .fetchone()
-    )
-    return bool(row and row[0])
 
 
 # -- wake-ups: deferrals, recovery, the timer ----------------------------------
