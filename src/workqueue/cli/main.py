@@ -102,6 +102,32 @@ def migrate(data_dir: DataDirOption = None) -> None:
     server.migrate(data_dir)
 
 
+@app.command()
+def prune(
+    older_than: Annotated[
+        str,
+        typer.Option(
+            "--older-than",
+            help="Delete items finished (completed, failed, cancelled) longer ago than this: "
+            "a whole number and a unit, m (minutes), h, d or w, such as 90d.",
+        ),
+    ],
+    batch_size: Annotated[
+        int, typer.Option("--batch-size", help="Items per batch; each batch is one transaction.")
+    ] = 1000,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only count what would be deleted.")
+    ] = False,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Delete finished items older than --older-than, with all their rows, in batches."""
+    from workqueue.cli import prune as retention  # noqa: PLC0415 - server modules load only for servers
+
+    retention.prune(
+        older_than=older_than, batch_size=batch_size, dry_run=dry_run, data_dir=data_dir
+    )
+
+
 @app.command("config-schema")
 def config_schema() -> None:
     """Print the JSON Schema of the configuration file (every known item type included)."""
