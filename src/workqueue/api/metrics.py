@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 
-import sqlalchemy as sa
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -14,6 +13,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
+from workqueue.observability import metrics_repository
 from workqueue.observability.cached import CachedCollector
 from workqueue.queue.observer import EngineObserver
 from workqueue.queue.registry import TypeRegistry
@@ -138,9 +138,7 @@ class _ItemsByPhase(Collector):
         )
         try:
             with self._engine.connect() as connection:
-                rows = connection.execute(
-                    sa.text("SELECT item_type, phase, count(*) FROM work_items GROUP BY 1, 2")
-                ).all()
+                rows = metrics_repository.items_by_type_and_phase(connection)
         except SQLAlchemyError as error:
             logger.warning("metrics: cannot count items: %s", error)
             return

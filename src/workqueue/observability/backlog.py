@@ -4,9 +4,10 @@ An item waits from the moment it is due: actionable, past its backoff
 (`next_attempt_at`) and not leased, or since its lease ran out. Normally
 this stays near zero, since NOTIFY wakes a replica at once. It grows when no
 replica claims the type (none handles it, all are down, the database
-refuses claims) or when workers cannot keep up. The query reads only
-actionable rows through their partial index (`ix_work_items_actionable_since`),
-so a scrape costs what the pending work costs, not the table size.
+refuses claims) or when workers cannot keep up. The query
+(`metrics_repository.oldest_due_age_seconds`) reads only actionable rows
+through their partial index, so a scrape costs what the pending work costs,
+not the table size.
 """
 
 from __future__ import annotations
@@ -14,27 +15,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Iterator
 
-import sqlalchemy as sa
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
+from workqueue.observability import metrics_repository
+
 logger = logging.getLogger(__name__)
 
 METRIC = "workqueue_oldest_due_item_age_seconds"
-
-# greatest() skips NULLs: the latest of enqueue time, end of backoff, end of lease.
-_OLDEST_DUE_SQL = sa.text(
-    "SELECT item_type, "
-    "  extract(epoch FROM now() - min(greatest(updated_at, next_attempt_at, leased_until)))"
-    "  ::float AS age_seconds "
-    "FROM work_items "
-    "WHERE actionable "
-    "  AND (next_attempt_at IS NULL OR next_attempt_at <= now()) "
-    "  AND (leased_until IS NULL OR leased_until < now()) "
-    "GROUP BY item_type"
-)
 
 
 class OldestDueItem(Collector):
@@ -52,11 +42,11 @@ class OldestDueItem(Collector):
         )
         try:
             with self._engine.connect() as connection:
-                rows = connection.execute(_OLDEST_DUE_SQL).all()
+                found = metrics_repository.oldest_due_age_seconds(connection)
         except SQLAlchemyError as error:
             logger.warning("metrics: cannot read the oldest due item: %s", error)
             return
-        ages = {item_type: max(float(age), 0.0) for item_type, age in rows}
+        ages = {item_type: max(age, 0.0) for item_type, age in found.items()}
         for item_type in self._handled_types():
             ages.setdefault(item_type, 0.0)
         for item_type, age in sorted(ages.items()):

@@ -1,0 +1,40 @@
+"""SQL of the scrape-time gauges. Read-only; run on the probe pool's connections.
+
+Both reads are cached by the caller (`CachedCollector`), so a scrape storm
+costs at most one of each per cache interval.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+# One indexed GROUP BY (ix_work_items_item_type_phase_created_at_id leads with both).
+_ITEMS_BY_TYPE_AND_PHASE_SQL = sa.text(
+    "SELECT item_type, phase, count(*) FROM work_items GROUP BY 1, 2"
+)
+
+# greatest() skips NULLs: the latest of enqueue time, end of backoff, end of lease.
+# Reads only actionable rows through their partial index (ix_work_items_actionable_since).
+_OLDEST_DUE_SQL = sa.text(
+    "SELECT item_type, "
+    "  extract(epoch FROM now() - min(greatest(updated_at, next_attempt_at, leased_until)))"
+    "  ::float AS age_seconds "
+    "FROM work_items "
+    "WHERE actionable "
+    "  AND (next_attempt_at IS NULL OR next_attempt_at <= now()) "
+    "  AND (leased_until IS NULL OR leased_until < now()) "
+    "GROUP BY item_type"
+)
+
+
+def items_by_type_and_phase(connection: Connection) -> list[tuple[str, str, int]]:
+    """(item type, phase, number of items) for every pair that has items."""
+    rows = connection.execute(_ITEMS_BY_TYPE_AND_PHASE_SQL).all()
+    return [(str(item_type), str(phase), int(count)) for item_type, phase, count in rows]
+
+
+def oldest_due_age_seconds(connection: Connection) -> dict[str, float]:
+    """Per item type, how long its oldest due, unleased actionable item has waited."""
+    rows = connection.execute(_OLDEST_DUE_SQL).all()
+    return {str(item_type): float(age) for item_type, age in rows}
