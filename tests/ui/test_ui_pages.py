@@ -65,11 +65,17 @@ def test_pages_load_no_inline_script_and_only_own_assets(client, admin):
 
 
 def test_without_credentials_the_page_asks_for_a_token(client, admin):
+    # Opening a page: the frame whose script sends the tab's token, or asks for one.
     answer = client.get("/ui/")
-    assert answer.status_code == 401
+    assert answer.status_code == 200
     assert "data-sign-in" in answer.text
     assert "data-rejected" not in answer.text
     assert 'type="password"' in answer.text
+    assert 'id="items-table"' not in answer.text
+    # The page's own requests without a token are refused.
+    fragment = client.get("/ui/", headers={"HX-Request": "true"})
+    assert fragment.status_code == 401
+    assert "data-sign-in" in fragment.text
     refused = client.get("/ui/", headers={"Authorization": "Bearer not-a-token"})
     assert refused.status_code == 401
     assert "data-rejected" in refused.text
@@ -270,11 +276,19 @@ def test_attention_and_trunk_pages(client, admin, reader):
 
 
 def test_api_docs_work_offline(client):
-    for path, asset in (("/docs", "swagger-ui-bundle.js"), ("/redoc", "redoc.standalone.js")):
+    for path, assets in (
+        ("/docs", ("swagger-ui-bundle.js", "swagger-ui.css", "favicon.png")),
+        ("/redoc", ("redoc.js",)),
+    ):
         html = client.get(path).text
         assert not re.search(r"""(src|href)=["']https?://""", html), html
-        assert f"/static-offline-docs/{asset}" in html
-        assert client.get(f"/static-offline-docs/{asset}").status_code == 200
+        for asset in assets:
+            assert f"/api-docs-assets/{asset}" in html
+            assert client.get(f"/api-docs-assets/{asset}").status_code == 200
     assert '"validatorUrl": null' in client.get("/docs").text
+    # ReDoc's side-menu logo comes from the service, not its vendor's CDN.
+    bundle = client.get("/api-docs-assets/redoc.js").text
+    assert "cdn.redoc.ly" not in bundle
+    assert "/api-docs-assets/favicon.png" in bundle
     assert client.get("/openapi.json").status_code == 200
     assert not any(path.startswith("/ui") for path in client.get("/openapi.json").json()["paths"])

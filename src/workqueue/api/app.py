@@ -10,7 +10,6 @@ from typing import cast
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from fastapi_offline import FastAPIOffline
 from sqlalchemy.engine import URL
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -27,6 +26,7 @@ from workqueue.api import (
 from workqueue.api.attention_routes import router as attention_router
 from workqueue.api.authentication import API_PREFIX, AuthenticateFirst
 from workqueue.api.deps import Gatekeeper, Runtime
+from workqueue.api.docs_pages import mount_api_docs
 from workqueue.api.gatekeeper import build_gatekeeper
 from workqueue.api.limits import DEFAULT_BODY_TIMEOUT_SECONDS, DEFAULT_MAX_BODY_BYTES, BodyReader
 from workqueue.api.metrics import METRICS_CACHE_SECONDS, ServiceMetrics
@@ -155,14 +155,15 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
                 except Exception:
                     logger.exception("error while shutting down")
 
-    # /docs and /redoc load Swagger UI and ReDoc from this package, not a CDN (offline).
-    app = FastAPIOffline(
+    app = FastAPI(
         title="workqueue-service",
         version=__version__,
         description="Validated, audited GitLab writes for automated callers.",
         lifespan=lifespan,
-        swagger_ui_parameters={"validatorUrl": None},  # no call to an online validator
+        docs_url=None,  # mount_api_docs serves them from bundled assets
+        redoc_url=None,
     )
+    mount_api_docs(app)
     app.state.metrics = service_metrics
     app.state.probe_engine = probe_engine
     app.state.webhook_secrets = webhook_secrets

@@ -168,8 +168,14 @@ def _respond(
         caller = dashboard_caller(request, runtime)
         template, context = build(caller)
     except SignInNeededError as error:
+        # A browser opening a page sends no token (a pasted one lives in the tab's
+        # script): it gets the page's frame with 200, whose script then loads the
+        # content with the token or asks for one. Refused tokens and the page's
+        # own requests without one are 401.
+        opening = not error.rejected and not mutation and "hx-request" not in request.headers
         context = {"message": str(error), "rejected": error.rejected}
-        return render(request, "sign_in.html", context, caller=None, status_code=401, nav=nav)
+        status = 200 if opening else 401
+        return render(request, "sign_in.html", context, caller=None, status_code=status, nav=nav)
     except HTTPException as error:
         context = {"status": error.status_code, "detail": _detail_text(error.detail)}
         return render(
