@@ -8,7 +8,9 @@ It listens on 127.0.0.1 and forwards each connection to an upstream, a unix sock
   `unstall()` (a congested link);
 * `blackhole(seconds)` — pass no byte in either direction, on open and new
   connections alike, then abort all of them after `seconds` (packets vanishing until
-  the peers' timeouts give up, as toxiproxy's `timeout` toxic does).
+  the peers' timeouts give up, as toxiproxy's `timeout` toxic does);
+* `cut()` — abort every connection and close each new one at once, until `restore()`
+  (the server is down).
 
 The event loop runs in a daemon thread; `close()` stops it.
 """
@@ -51,6 +53,7 @@ class TcpProxy:
         )
         self._connections: set[_Connection] = set()
         self._latency = 0.0
+        self._refusing = False
         self.counters = ProxyCounters()
         self._thread.start()
         self._flowing: asyncio.Event = self._call(self._new_event())
@@ -77,6 +80,13 @@ class TcpProxy:
             return self.drop()
         finally:
             self._loop.call_soon_threadsafe(self._flowing.set)
+
+    def cut(self) -> int:
+        self._refusing = True
+        return self.drop()
+
+    def restore(self) -> None:
+        self._refusing = False
 
     def close(self) -> None:
         self._call(self._shutdown())
@@ -113,6 +123,9 @@ class TcpProxy:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         connection = _Connection(writer)
+        if self._refusing:
+            connection.abort()
+            return
         self._connections.add(connection)
         self.counters.connections += 1
         try:

@@ -32,6 +32,7 @@ from workqueue.api.limits import DEFAULT_BODY_TIMEOUT_SECONDS, DEFAULT_MAX_BODY_
 from workqueue.api.metrics import METRICS_CACHE_SECONDS, ServiceMetrics
 from workqueue.api.sqs_consumer import SqsEventConsumer, build_sqs_consumer, sqs_location
 from workqueue.api.strict_json import StrictJSONBodies
+from workqueue.api.unavailable import answer_database_outages
 from workqueue.api.validation_errors import validation_error_answer
 from workqueue.attention.reconciler import AttentionReconciler
 from workqueue.config import ServiceConfig
@@ -187,6 +188,7 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
     app.add_exception_handler(RequestValidationError, validation_error_answer)
     app.add_exception_handler(GitLabError, _gitlab_error)
     app.add_exception_handler(Exception, _internal_error)
+    answer_database_outages(app)
     # Type routes first: `/api/work-items/mr` must not be taken for an item id.
     for router in (
         health.router,

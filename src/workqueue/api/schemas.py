@@ -177,6 +177,7 @@ ERROR_DESCRIPTIONS: dict[int, str] = {
 _ERROR_HEADERS: dict[int, dict[str, Any]] = {
     401: {"WWW-Authenticate": {"schema": {"type": "string"}, "description": "`Bearer`"}},
     429: {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}},
+    503: {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}},
 }
 
 

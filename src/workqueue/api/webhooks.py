@@ -45,6 +45,7 @@ from workqueue.api.deps import Runtime, get_runtime
 from workqueue.api.metrics import ServiceMetrics
 from workqueue.api.schemas import error_responses
 from workqueue.api.strict_json import InvalidJSONError, parse_strict_json
+from workqueue.api.unavailable import RETRY_AFTER_SECONDS, UNAVAILABLE_DETAIL
 from workqueue.db.errors import is_database_unavailable
 from workqueue.db.transactions import run_in_transaction
 from workqueue.queue.ingest import IngestResult, IngestStatus, ingest_event
@@ -186,7 +187,11 @@ async def receive_gitlab_webhook(request: Request) -> Response:
     except Exception as error:
         if is_database_unavailable(error):
             logger.warning("webhook not stored, database unavailable: %s", error)
-            raise HTTPException(status_code=503, detail="database unavailable") from None
+            raise HTTPException(
+                status_code=503,
+                detail=UNAVAILABLE_DETAIL,
+                headers={"Retry-After": RETRY_AFTER_SECONDS},
+            ) from None
         raise
     for item_id in result.item_ids:
         runtime.manager.notify(item_id)
