@@ -97,10 +97,10 @@ class Watched:
         return [url for url in self.requests if urlsplit(url).netloc != self.origin]
 
 
-def screenshot(page: Page, name: str, tmp_path: Path) -> None:
+def screenshot(page: Page, name: str, tmp_path: Path, *, full_page: bool = False) -> None:
     target = Path(os.environ.get("WORKQUEUE_UI_SCREENSHOTS") or tmp_path)
     target.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=target / f"dashboard-{name}.png")
+    page.screenshot(path=target / f"dashboard-{name}.png", full_page=full_page)
 
 
 def sign_in(page: Page, authorization: dict[str, str]) -> None:
@@ -184,7 +184,7 @@ def filter_open_and_retry(page: Page, parked: str, stopped: str, tmp_path: Path)
     expect(page.locator(".notice")).to_contain_text("Retried")
     expect(page.locator("#item-phase")).not_to_have_text("cancelled")
     expect(page.locator("ol.timeline")).to_contain_text("item_retried")
-    screenshot(page, "item", tmp_path)
+    screenshot(page, "item", tmp_path, full_page=True)
 
     page.click("nav a:has-text('Attention queues')")
     expect(page.locator("#queues-table")).to_contain_text("needs-human")
@@ -212,3 +212,28 @@ def a_reader_sees_no_buttons_and_is_refused(
     expect(page.locator(".refusal h1")).to_have_text("403 · Forbidden")
     expect(page.locator(".refusal")).to_contain_text("may not retry mr items in project team/app")
     screenshot(page, "forbidden", tmp_path)
+
+
+def test_a_browser_signs_in_with_its_oauth_proxy_session(browser, service, reader):
+    """The proxy guards only `/api/work-items/me`, adding the session's token to it."""
+    base = str(service.base_url).rstrip("/")
+    context = browser.new_context()
+    page = context.new_page()
+    watched = Watched(page, base)
+
+    def as_the_proxy(route: Route, request: Request) -> None:
+        watched.requests.append(request.url)
+        route.continue_(headers={**request.headers, "x-forwarded-access-token": bare(reader)})
+
+    page.route("**/api/work-items/me", as_the_proxy)
+    page.goto(f"{base}/ui/")
+    page.click("[data-proxy-sign-in]")
+    expect(page.locator("#who")).to_contain_text("system:serviceaccount:team:reader")
+    expect(page.locator("#items-table")).to_contain_text("No items match")
+    assert page.evaluate("sessionStorage.getItem('workqueue-service.token')") == bare(reader)
+    page.click("nav a:has-text('Attention queues')")  # later pages send it as a header
+    expect(page.locator("#queues-table")).to_contain_text("needs-human")
+    assert watched.foreign_requests() == []
+    assert watched.console_errors == []
+    assert watched.refused_loads == []
+    context.close()

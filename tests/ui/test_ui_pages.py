@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from api_harness import LOCAL_USER, build_client
 from dashboard_support import DASHBOARD_POST, submitted
 from scoping_support import OWN, VICTIM
 
@@ -292,3 +293,19 @@ def test_api_docs_work_offline(client):
     assert "/api-docs-assets/favicon.png" in bundle
     assert client.get("/openapi.json").status_code == 200
     assert not any(path.startswith("/ui") for path in client.get("/openapi.json").json()["paths"])
+
+
+def test_the_local_dev_user_needs_no_token(database_url, simulator):
+    with build_client(database_url, simulator, process_items=False) as local:
+        item = submitted(local, {}, OWN)
+        page = local.get("/ui/")
+        assert page.status_code == 200
+        assert f"signed in as <strong>{LOCAL_USER}</strong>" in page.text
+        assert listed_ids(page.text) == {item}
+        assert "/cancel" in local.get(f"/ui/items/{item}").text  # every permission
+        cancelled = local.post(f"/ui/items/{item}/cancel", headers=DASHBOARD_POST)
+        assert cancelled.status_code == 200
+        # Ambient credentials make the cross-site check matter most here.
+        retry = f"/ui/items/{item}/retry"
+        assert local.post(retry, headers={"Sec-Fetch-Site": "cross-site"}).status_code == 403
+        assert phase_of(local, item, {}) == "cancelled"

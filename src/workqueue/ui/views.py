@@ -64,7 +64,19 @@ def text(value: Any) -> str:
     """A detail value as text; nothing for a missing one."""
     if value is None:
         return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"  # as the API's JSON says it
     return str(value)
+
+
+def since(value: Any, moment: datetime) -> str:
+    """An ISO timestamp from the details as a relative time; other text as it is."""
+    if not isinstance(value, str):
+        return text(value)
+    try:
+        return age(datetime.fromisoformat(value), moment)
+    except ValueError:
+        return value
 
 
 def summary(item: WorkItemBody) -> str:
@@ -156,7 +168,7 @@ def detail_rows(item: WorkItemBody) -> list[tuple[str, str]]:
     """The type's fields as (name, text), lists and mappings flattened to one line."""
     rows = []
     for name, value in sorted(item.details.items()):
-        if name in _SHOWN_APART or value is None:
+        if name in _SHOWN_APART or value is None or value in ({}, [], ""):
             continue
         if isinstance(value, list):
             shown = ", ".join(text(part) for part in value)

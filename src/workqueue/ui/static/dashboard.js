@@ -5,12 +5,16 @@
   "use strict";
   var KEY = "workqueue-service.token";
 
-  function storedToken() {
+  function stored(key) {
     try {
-      return window.sessionStorage.getItem(KEY);
+      return window.sessionStorage.getItem(key);
     } catch (error) {
-      return null; // storage disabled: only the proxy or the local user can sign in
+      return null; // storage disabled: only a proxy in front or the local user can sign in
     }
+  }
+
+  function storedToken() {
+    return stored(KEY);
   }
 
   function forgetToken() {
@@ -62,22 +66,33 @@
     }
   }
 
-  function signInFromProxy(panel) {
+  // The OAuth proxy hands a signed-in browser its token at /api/work-items/me. Without a
+  // proxy session the proxy answers with its sign-in (a redirect or an HTML page): go
+  // there, and ask /me once more when the browser comes back to this page.
+  var PROXY_PENDING = "workqueue-service.proxy-sign-in";
+
+  function signInFromProxy(panel, afterReturn) {
     var result = panel.querySelector("[data-proxy-result]");
-    fetch(rootPath() + "/api/work-items/me", { credentials: "same-origin" })
+    fetch(rootPath() + "/api/work-items/me", { credentials: "same-origin", redirect: "manual" })
       .then(function (response) {
-        return response.ok ? response.json() : null;
-      })
-      .then(function (body) {
-        if (body && body.token) {
-          rememberToken(body.token);
-          loadThisPage();
-        } else {
-          result.textContent = "No proxy session here: paste a token instead.";
+        var json = (response.headers.get("content-type") || "").indexOf("application/json") === 0;
+        if (response.ok && json) {
+          return response.json().then(function (body) {
+            rememberToken(body.token);
+            loadThisPage();
+          });
         }
+        if (!afterReturn && (response.type === "opaqueredirect" || !json)) {
+          window.sessionStorage.setItem(PROXY_PENDING, "1");
+          var here = window.location.pathname + window.location.search;
+          window.location.assign(rootPath() + "/oauth/start?rd=" + encodeURIComponent(here));
+          return null;
+        }
+        result.textContent = "No OAuth proxy session here: paste a token instead.";
+        return null;
       })
       .catch(function () {
-        result.textContent = "The proxy could not be reached.";
+        result.textContent = "The OAuth proxy could not be reached: paste a token instead.";
       });
   }
 
@@ -99,8 +114,12 @@
       }
     });
     panel.querySelector("[data-proxy-sign-in]").addEventListener("click", function () {
-      signInFromProxy(panel);
+      signInFromProxy(panel, false);
     });
+    if (stored(PROXY_PENDING)) {
+      window.sessionStorage.removeItem(PROXY_PENDING);
+      signInFromProxy(panel, true);
+    }
   }
 
   htmx.onLoad(function (root) {
