@@ -33,10 +33,10 @@ dev: $(VENV)/.dev-installed ## Create .venv with the development dependencies
 # exec: the shell make starts becomes the server, so a signal to make (which
 # passes SIGTERM on to its child) reaches the server, which stops PostgreSQL.
 .PHONY: run
-run: install ## Install and run the service (embedded PostgreSQL in ./.data unless DATABASE_URL is set)
+run: install ## Install and run the service (embedded PostgreSQL in ./.data unless DATABASE_URL is set; SERVE_FLAGS="--port 9000")
 	exec env WORKQUEUE_SERVICE_CONFIG="$${WORKQUEUE_SERVICE_CONFIG:-$(CONFIG)}" \
 	  WORKQUEUE_SERVICE_DATA_DIR="$${WORKQUEUE_SERVICE_DATA_DIR:-$(DATA_DIR)}" \
-	  $(BIN)/workqueue-service serve
+	  $(BIN)/workqueue-service serve $(SERVE_FLAGS)
 
 .PHONY: demo
 demo: install ## Install and show a whole MR life against a simulated GitLab (DEMO_FLAGS=--keep to stay)
