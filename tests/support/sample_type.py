@@ -22,12 +22,11 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from workqueue.queue import repository
-from workqueue.queue.context import EventContext, ExecutionContext
+from workqueue.queue.contract import Action, EventContext, EventResult, ExecutionContext
 from workqueue.queue.dimensions import Dimensions, DimensionUpdate
 from workqueue.queue.errors import PermanentError
-from workqueue.queue.events import EventResult
 from workqueue.queue.models import DimensionStatus, Phase, WorkItem
-from workqueue.queue.registry import Action, TypeRegistry
+from workqueue.queue.registry import TypeRegistry
 
 SAMPLE_TYPE = "sample"
 

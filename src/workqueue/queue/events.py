@@ -17,22 +17,10 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from workqueue.queue.audit import AuditEntry
-from workqueue.queue.context import EventContext, dimension_audit_entry
+from workqueue.queue.contract import EventContext, EventResult, dimension_audit_entry
 from workqueue.queue.dimensions import Dimensions, DimensionUpdate
 from workqueue.queue.models import Phase, WorkItem
 from workqueue.queue.registry import ItemTypeRegistration
-
-
-@dataclass(frozen=True)
-class EventResult:
-    """What an event means for one item."""
-
-    phase: Phase | None = None  # the phase the event moves the item to, if any
-    event_ts: datetime | None = None  # when the event happened at its source
-    dimensions: tuple[DimensionUpdate, ...] = ()
-    # Detail columns to set (e.g. a new head pipeline id); applied with the phase.
-    detail_updates: Mapping[str, Any] = field(default_factory=dict)
-    reason: str | None = None
 
 
 class HandlerContractError(RuntimeError):

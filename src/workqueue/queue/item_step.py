@@ -25,12 +25,12 @@ from sqlalchemy.orm import Session, SessionTransaction
 
 from workqueue.queue import outbox, step_repository
 from workqueue.queue.audit import AuditEntry
-from workqueue.queue.context import ExecutionContext
+from workqueue.queue.contract import Action, ExecutionContext
 from workqueue.queue.dimensions import Dimensions, DimensionUpdate
 from workqueue.queue.events import RawEvent, handle_event
 from workqueue.queue.models import Phase, WorkItem
 from workqueue.queue.observer import EngineObserver
-from workqueue.queue.registry import Action, ItemTypeRegistration
+from workqueue.queue.registry import ItemTypeRegistration
 from workqueue.queue.repository import Claim
 
 

@@ -6,65 +6,25 @@ import side effects; registering anything twice is an error.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TypeVar
 
+from workqueue.queue.contract import (
+    CancelHook,
+    Creator,
+    Decider,
+    EventHandler,
+    Executor,
+    FailureHook,
+    ProjectPathResolver,
+    Resolver,
+    RetryHook,
+)
 from workqueue.queue.errors import DuplicateRegistrationError, UnknownItemTypeError
 from workqueue.queue.models import WorkItem
 
-if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
-
-    from workqueue.queue.context import EventContext, ExecutionContext
-    from workqueue.queue.dimensions import Dimensions
-    from workqueue.queue.events import EventResult
-
-
-@dataclass(frozen=True, slots=True)
-class Action:
-    """What the decider wants done next: an executor name, and a variant for per-variant work."""
-
-    name: str
-    variant: str = ""
-
-
 _Value = TypeVar("_Value")
-
-Decider = Callable[[Any, "Dimensions"], Action | None]
-"""Pure function of the item (its columns and details) and its dimensions (DDR-4)."""
-
-Executor = Callable[["ExecutionContext"], None]
-"""Performs one action; changes state through the session and context; never commits."""
-
-EventHandler = Callable[["EventContext"], "EventResult | None"]
-"""Interprets one raw event for one item; read-only; its result is applied generically."""
-
-CancelHook = Callable[["Session", Any, Mapping[str, Any]], None]
-"""Type-specific cleanup when a person cancels an item (e.g. close its MR on request)."""
-
-RetryHook = Callable[["Session", Any], None]
-"""Type-specific preparation when a person retries an item (e.g. ask for its MR again)."""
-
-FailureHook = Callable[["Session", Any, str], None]
-"""Type-specific cleanup when the ENGINE fails an item (a `PermanentError`, or an error
-repeated until `max_attempts`), with the error: it runs in the transaction that moves
-the item to `failed` (e.g. give back a shared slot the item held). Not called for
-`ExecutionContext.fail`, where the type's own executor already ends the item."""
-
-ProjectPathResolver = Callable[[str], str]
-"""Turns a submitted project reference (a path or a numeric id) into the project's path,
-which authorization scopes match; a type whose items name projects by id provides one."""
-
-Resolver = Callable[["Session", Mapping[str, Any]], list[uuid.UUID]]
-"""Finds the active items an incoming event of some type concerns (DDR-32)."""
-
-Creator = Callable[["Session", Mapping[str, Any]], list[uuid.UUID]]
-"""Creates the items an incoming event brings into being (a pushed head to validate)
-and returns their ids; flushes, never commits. It must be idempotent per event
-(a redelivery whose delivery record was pruned runs it again) and, like a
-resolver, must treat a malformed payload as "nothing to create"."""
 
 
 @dataclass
@@ -101,6 +61,20 @@ class ItemTypeRegistration:
 
     def add_creator(self, event_type: str, creator: Creator) -> None:
         _add_unique(self.creators, event_type, creator, f"creator for {self.item_type}")
+
+    def set_cancel_hook(self, hook: CancelHook) -> None:
+        self.cancel_hook = _set_once(self.cancel_hook, hook, f"cancel hook of {self.item_type}")
+
+    def set_retry_hook(self, hook: RetryHook) -> None:
+        self.retry_hook = _set_once(self.retry_hook, hook, f"retry hook of {self.item_type}")
+
+    def set_failure_hook(self, hook: FailureHook) -> None:
+        self.failure_hook = _set_once(self.failure_hook, hook, f"failure hook of {self.item_type}")
+
+    def set_project_path_resolver(self, resolver: ProjectPathResolver) -> None:
+        self.resolve_project_path = _set_once(
+            self.resolve_project_path, resolver, f"project path resolver of {self.item_type}"
+        )
 
     def executor(self, action_name: str) -> Executor:
         try:
@@ -171,3 +145,9 @@ def _add_unique(target: dict[str, _Value], key: str, value: _Value, what: str) -
     if key in target:
         raise DuplicateRegistrationError(f"{what} {key!r} is already registered")
     target[key] = value
+
+
+def _set_once(current: _Value | None, value: _Value, what: str) -> _Value:
+    if current is not None:
+        raise DuplicateRegistrationError(f"{what} is already registered")
+    return value

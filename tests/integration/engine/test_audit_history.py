@@ -19,7 +19,7 @@ from sample_type import SAMPLE_TYPE, SampleItem, create_item, decide
 
 from workqueue.queue.audit import AuditEntry, AuditLog
 from workqueue.queue.audit_history import REDACTED, AuditHistory
-from workqueue.queue.context import ExecutionContext
+from workqueue.queue.contract import ExecutionContext
 from workqueue.queue.models import DimensionStatus, Phase
 from workqueue.queue.registry import TypeRegistry
 

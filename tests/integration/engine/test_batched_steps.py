@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.queue import repository
 from workqueue.queue.audit import AuditLog
-from workqueue.queue.context import ExecutionContext
+from workqueue.queue.contract import ExecutionContext
 from workqueue.queue.item_loop import ClaimOutcome, ItemLoop
 from workqueue.queue.models import DimensionStatus
 from workqueue.queue.registry import TypeRegistry

@@ -18,11 +18,11 @@ from harness import fast_config, item_row, running_manager, wait_until
 from sample_type import SAMPLE_TYPE, Behaviour, SampleItem, build_registry, create_item
 
 from workqueue.db.transactions import run_in_transaction
-from workqueue.queue.context import ExecutionContext
+from workqueue.queue.contract import Action, ExecutionContext
 from workqueue.queue.dimensions import Dimensions
 from workqueue.queue.ingest import ingest_event
 from workqueue.queue.models import DimensionStatus
-from workqueue.queue.registry import Action, TypeRegistry
+from workqueue.queue.registry import TypeRegistry
 
 
 def create_from_event(session, body) -> list[uuid.UUID]:
@@ -117,7 +117,7 @@ def test_the_failure_hook_runs_once_in_the_transaction_that_fails_the_item(sessi
             {"id": item.id},
         )
 
-    registry.get(SAMPLE_TYPE).failure_hook = on_failure
+    registry.get(SAMPLE_TYPE).set_failure_hook(on_failure)
     with sessions() as session:
         flaky = create_item(session, ["flaky"])
         refused = create_item(session, ["refused"])

@@ -22,7 +22,7 @@ from mr_harness import PROJECT, TOKEN, body, mr_registry, submit
 
 from workqueue.gitlab.client import GitLabClient
 from workqueue.queue import repository
-from workqueue.queue.context import ExecutionContext
+from workqueue.queue.contract import ExecutionContext
 from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.models import DimensionStatus, Phase
 from workqueue.queue.processing import ProcessingManager

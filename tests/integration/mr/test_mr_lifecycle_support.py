@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.gitlab.client import GitLabClient
 from workqueue.queue import repository
-from workqueue.queue.context import ExecutionContext
+from workqueue.queue.contract import ExecutionContext
 from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.models import DimensionStatus
 from workqueue.queue.processing import ProcessingManager

@@ -4,9 +4,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from workqueue.queue.contract import Action
 from workqueue.queue.dimensions import Dimensions, DimensionState
 from workqueue.queue.models import DimensionStatus
-from workqueue.queue.registry import Action
 from workqueue.types.mr.decider import decide_mr
 from workqueue.types.mr.models import MRWorkItem
 

@@ -16,9 +16,8 @@ import pytest
 import sqlalchemy as sa
 
 from workqueue.gitlab.hooks import ZERO_SHA
-from workqueue.queue.context import EventContext
+from workqueue.queue.contract import EventContext, EventResult
 from workqueue.queue.dimensions import Dimensions, DimensionUpdate
-from workqueue.queue.events import EventResult
 from workqueue.queue.models import DimensionStatus, Phase
 from workqueue.queue.registry import TypeRegistry
 from workqueue.types.mr.authorship import stamp

@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import cast
 
 from workqueue.gitlab.client import GitLabClient
-from workqueue.queue.context import ExecutionContext
+from workqueue.queue.contract import ExecutionContext
 from workqueue.queue.models import DimensionStatus
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.models import MRDimension, MRWorkItem

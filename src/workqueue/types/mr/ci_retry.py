@@ -37,7 +37,7 @@ from typing import Any, cast
 from workqueue.gitlab.client import GitLabClient
 from workqueue.gitlab.errors import PermanentGitLabError
 from workqueue.gitlab.models import JobInfo, MergeRequestInfo
-from workqueue.queue.context import ExecutionContext
+from workqueue.queue.contract import ExecutionContext
 from workqueue.queue.models import DimensionStatus
 from workqueue.types.mr.ci_retry_breaker import RetryCircuitBreaker
 from workqueue.types.mr.ci_retry_delays import RetryDelays

@@ -16,7 +16,7 @@ from typing import cast
 
 from workqueue.gitlab.client import GitLabClient
 from workqueue.gitlab.models import BranchInfo, MergeRequestInfo, ProjectInfo
-from workqueue.queue.context import ExecutionContext
+from workqueue.queue.contract import ExecutionContext
 from workqueue.queue.errors import PermanentError
 from workqueue.queue.models import DimensionStatus
 from workqueue.types.mr import repository as mr_repository

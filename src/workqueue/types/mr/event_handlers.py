@@ -32,9 +32,8 @@ from workqueue.gitlab.hooks import (
     pipeline_hook,
     push_hook,
 )
-from workqueue.queue.context import EventContext
+from workqueue.queue.contract import EventContext, EventResult
 from workqueue.queue.dimensions import DimensionUpdate
-from workqueue.queue.events import EventResult
 from workqueue.queue.models import DimensionStatus
 from workqueue.queue.registry import ItemTypeRegistration
 from workqueue.types.mr.authorship import stamped_item

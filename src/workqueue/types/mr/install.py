@@ -41,12 +41,14 @@ def install_mr(registry: TypeRegistry, section: Mapping[str, Any], context: Inst
     registration.add_executor(CHECK_EMPTY_DIFF, CheckEmptyDiff(client, config).check_empty_diff)
     register_mr_event_handlers(registration)
     register_mr_resolvers(registration)
-    registration.cancel_hook = hooks.close_on_cancel
+    registration.set_cancel_hook(hooks.close_on_cancel)
     breaker = ci_retry.breaker
     registration.add_gauge("ci_retry_breaker_open", lambda: float(breaker.is_open()))
     registration.add_gauge(
         "ci_retry_breaker_retries_in_window", lambda: float(breaker.state().retries_in_window)
     )
     registration.add_gauge("ci_retry_breaker_refused", lambda: float(breaker.state().refused_total))
-    registration.retry_hook = hooks.reopen_on_retry
-    registration.resolve_project_path = lambda project: client.project(project).path_with_namespace
+    registration.set_retry_hook(hooks.reopen_on_retry)
+    registration.set_project_path_resolver(
+        lambda project: client.project(project).path_with_namespace
+    )

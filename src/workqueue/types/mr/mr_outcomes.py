@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from workqueue.gitlab.client import GitLabClient
 from workqueue.gitlab.errors import PermanentGitLabError
 from workqueue.gitlab.models import MergeRequestInfo
-from workqueue.queue.context import ExecutionContext
+from workqueue.queue.contract import ExecutionContext
 from workqueue.queue.errors import PermanentError
 from workqueue.queue.models import DimensionStatus, Phase
 from workqueue.types.mr.merge_blockers import MergeBlocker

@@ -50,7 +50,7 @@ from typing import cast
 
 from workqueue.gitlab.client import GitLabClient
 from workqueue.gitlab.errors import PermanentGitLabError
-from workqueue.queue.context import ExecutionContext
+from workqueue.queue.contract import ExecutionContext
 from workqueue.queue.models import DimensionStatus
 from workqueue.types.mr.merge_blockers import BlockerCode, MergeBlocker, merge_blocker
 from workqueue.types.mr.models import MRDimension, MRWorkItem

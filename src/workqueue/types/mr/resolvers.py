@@ -31,7 +31,8 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from workqueue.gitlab.hooks import job_hook, merge_request_hook, note_hook, pipeline_hook, push_hook
-from workqueue.queue.registry import ItemTypeRegistration, Resolver
+from workqueue.queue.contract import Resolver
+from workqueue.queue.registry import ItemTypeRegistration
 from workqueue.types.mr.repository import active_items_for_hook
 
 

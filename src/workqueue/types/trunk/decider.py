@@ -11,8 +11,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from workqueue.queue.contract import Action
 from workqueue.queue.dimensions import Dimensions
-from workqueue.queue.registry import Action
 from workqueue.types.trunk.models import (
     TERMINAL_STATES,
     BuildStrategy,

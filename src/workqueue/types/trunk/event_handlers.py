@@ -22,9 +22,8 @@ from typing import Any, cast
 from sqlalchemy.orm import Session
 
 from workqueue.gitlab.hooks import pipeline_hook
-from workqueue.queue.context import EventContext
+from workqueue.queue.contract import EventContext, EventResult
 from workqueue.queue.dimensions import DimensionUpdate
-from workqueue.queue.events import EventResult
 from workqueue.queue.models import DimensionStatus
 from workqueue.queue.registry import ItemTypeRegistration
 from workqueue.types.trunk import repository

@@ -18,8 +18,8 @@ from sqlalchemy.orm import Session
 
 from workqueue.gitlab.hooks import ZERO_SHA, push_hook
 from workqueue.queue import repository as queue_repository
+from workqueue.queue.contract import Creator
 from workqueue.queue.models import Phase
-from workqueue.queue.registry import Creator
 from workqueue.types.trunk import repository
 from workqueue.types.trunk.config import TrunkQueueConfig, TrunkTypeConfig
 from workqueue.types.trunk.models import TRUNK_ITEM_TYPE, TrunkState, TrunkWorkItem

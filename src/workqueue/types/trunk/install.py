@@ -31,7 +31,9 @@ def install_trunk(
     registration.add_executor(RECORD, executors.record)
     register_trunk_events(registration)
     registration.add_creator("push", push_creator(config))
-    registration.cancel_hook = hooks.cancel
-    registration.retry_hook = hooks.retry
-    registration.failure_hook = hooks.failed
-    registration.resolve_project_path = lambda project: client.project(project).path_with_namespace
+    registration.set_cancel_hook(hooks.cancel)
+    registration.set_retry_hook(hooks.retry)
+    registration.set_failure_hook(hooks.failed)
+    registration.set_project_path_resolver(
+        lambda project: client.project(project).path_with_namespace
+    )

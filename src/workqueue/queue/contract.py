@@ -1,7 +1,26 @@
-"""What executors and event handlers get to work with."""
+"""Everything an item type codes against, in one place.
+
+A type is a model (a `WorkItem` subclass), a pure decider, executors that
+perform actions, and optionally event handlers, resolvers, creators and
+hooks; it registers them on a `TypeRegistry` (`workqueue.queue.registry`).
+This module defines what those functions receive and return:
+
+* `Action` — what the decider asks for next;
+* `ExecutionContext` — what an executor gets: the item, its dimensions, the
+  session, and helpers to set dimensions, the phase, audit entries;
+* `EventContext` and `EventResult` — what an event handler reads and returns;
+* the signatures (`Decider`, `Executor`, `EventHandler`, `Resolver`,
+  `Creator`, the hooks) and `PermanentError`;
+* re-exported for convenience: `Phase`, `DimensionStatus`, `Dimensions`,
+  `DimensionUpdate`, `WorkItem`.
+
+It imports nothing else of the engine but its data types, so the engine's
+modules can all depend on it without cycles.
+"""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -11,8 +30,39 @@ from sqlalchemy.orm import Session
 
 from workqueue.queue.audit import AuditEntry
 from workqueue.queue.dimensions import Dimensions, DimensionUpdate
+from workqueue.queue.errors import PermanentError
 from workqueue.queue.models import DimensionStatus, Phase, WorkItem
-from workqueue.queue.registry import Action
+
+__all__ = [
+    "Action",
+    "CancelHook",
+    "Creator",
+    "Decider",
+    "DimensionStatus",
+    "DimensionUpdate",
+    "Dimensions",
+    "EventContext",
+    "EventHandler",
+    "EventResult",
+    "ExecutionContext",
+    "Executor",
+    "FailureHook",
+    "PermanentError",
+    "Phase",
+    "ProjectPathResolver",
+    "Resolver",
+    "RetryHook",
+    "WorkItem",
+    "dimension_audit_entry",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """What the decider wants done next: an executor name, and a variant for per-variant work."""
+
+    name: str
+    variant: str = ""
 
 
 @dataclass
@@ -139,3 +189,50 @@ def dimension_audit_entry(
             "pending_until": update.pending_until,
         },
     )
+
+
+@dataclass(frozen=True)
+class EventResult:
+    """What an event means for one item."""
+
+    phase: Phase | None = None  # the phase the event moves the item to, if any
+    event_ts: datetime | None = None  # when the event happened at its source
+    dimensions: tuple[DimensionUpdate, ...] = ()
+    # Detail columns to set (e.g. a new head pipeline id); applied with the phase.
+    detail_updates: Mapping[str, Any] = field(default_factory=dict)
+    reason: str | None = None
+
+
+Decider = Callable[[Any, Dimensions], Action | None]
+"""Pure function of the item (its columns and details) and its dimensions (DDR-4)."""
+
+Executor = Callable[[ExecutionContext], None]
+"""Performs one action; changes state through the session and context; never commits."""
+
+EventHandler = Callable[[EventContext], EventResult | None]
+"""Interprets one raw event for one item; read-only; its result is applied generically."""
+
+CancelHook = Callable[[Session, Any, Mapping[str, Any]], None]
+"""Type-specific cleanup when a person cancels an item (e.g. close its MR on request)."""
+
+RetryHook = Callable[[Session, Any], None]
+"""Type-specific preparation when a person retries an item (e.g. ask for its MR again)."""
+
+FailureHook = Callable[[Session, Any, str], None]
+"""Type-specific cleanup when the ENGINE fails an item (a `PermanentError`, or an error
+repeated until `max_attempts`), with the error: it runs in the transaction that moves
+the item to `failed` (e.g. give back a shared slot the item held). Not called for
+`ExecutionContext.fail`, where the type's own executor already ends the item."""
+
+ProjectPathResolver = Callable[[str], str]
+"""Turns a submitted project reference (a path or a numeric id) into the project's path,
+which authorization scopes match; a type whose items name projects by id provides one."""
+
+Resolver = Callable[[Session, Mapping[str, Any]], list[uuid.UUID]]
+"""Finds the active items an incoming event of some type concerns (DDR-32)."""
+
+Creator = Callable[[Session, Mapping[str, Any]], list[uuid.UUID]]
+"""Creates the items an incoming event brings into being (a pushed head to validate)
+and returns their ids; flushes, never commits. It must be idempotent per event
+(a redelivery whose delivery record was pruned runs it again) and, like a
+resolver, must treat a malformed payload as "nothing to create"."""
