@@ -207,6 +207,6 @@ def change_summary(before: Mapping[str, Any] | None, after: Mapping[str, Any] | 
             continue
         if key in before:
             parts.append(f"{key}: {text(old) or '∅'} → {text(new) or '∅'}")
-        else:
-            parts.append(f"{key}: {text(new) or '∅'}")
+        elif text(new):  # a field that only appears empty says nothing
+            parts.append(f"{key}: {text(new)}")
     return "; ".join(parts)
