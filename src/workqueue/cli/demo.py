@@ -31,10 +31,11 @@ from workqueue.cli.database import (
     check_and_migrate,
     service_database,
 )
-from workqueue.cli.demo_story import PROJECT, CiRunner, DemoStory
+from workqueue.cli.demo_story import DemoStory
 from workqueue.cli.listener import EXIT_CANNOT_LISTEN, ListenError, listen_on
 from workqueue.cli.server import build_uvicorn, listener_url, validated_config
 from workqueue.settings import Settings
+from workqueue.testing.demo_gitlab import PROJECT, PROJECT_FILES, CiRunner
 from workqueue.testing.gitlab_simulator import GitLabSimulator
 
 HOST = "127.0.0.1"  # the demo's user has every permission: never reachable from elsewhere
@@ -97,7 +98,7 @@ class _Demo:
         _log_to(self.log_path)
         try:
             with GitLabSimulator(token=self._gitlab_token) as simulator:
-                simulator.create_project(PROJECT, {"README.md": "Widgets\n"})
+                simulator.create_project(PROJECT, PROJECT_FILES)
                 self.console.print(f"  simulated GitLab {simulator.url} (project {PROJECT})")
                 self._serve(simulator, listener)
         except ShutdownRequested:

@@ -1,15 +1,14 @@
 """What `workqueue-service demo` shows: three submissions told as they happen.
 
 The story talks to the service over HTTP only, as any caller would; the CI
-runner stands next to GitLab (the simulator) and announces each pipeline with
-a Pipeline Hook, as a real GitLab does. Progress is a live rich table on a
-terminal; the milestones are also printed as plain lines, so a log or a pipe
-gets the same story.
+runner (`testing.demo_gitlab`) stands next to the simulated GitLab and
+announces each pipeline with a Pipeline Hook, as a real GitLab does.
+Progress is a live rich table on a terminal; the milestones are also printed
+as plain lines, so a log or a pipe gets the same story.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -24,11 +23,8 @@ from rich.table import Table
 from rich.text import Text
 
 from workqueue.cli.client_render import merge_blocker_text, phase_text
-from workqueue.testing.gitlab_simulator import GitLabSimulator, JobSpec
+from workqueue.testing.demo_gitlab import PROJECT
 
-logger = logging.getLogger(__name__)
-
-PROJECT = "demo/widgets"
 MR_ITEMS = "/api/work-items/mr"
 POLL_SECONDS = 0.1
 STEP_TIMEOUT_SECONDS = 30.0
@@ -63,50 +59,6 @@ def sample_submissions() -> tuple[dict[str, Any], dict[str, Any]]:
         ],
     }
     return merged, held_back
-
-
-class CiRunner(threading.Thread):
-    """Plays GitLab's CI: one passing pipeline per new MR head, announced by webhook."""
-
-    def __init__(
-        self,
-        simulator: GitLabSimulator,
-        hook_url: str,
-        hook_secret: str,
-        on_pipeline: Callable[[int, int], None],
-    ) -> None:
-        super().__init__(name="demo-ci-runner", daemon=True)
-        self._simulator = simulator
-        self._hook_url = hook_url
-        self._hook_secret = hook_secret
-        self._on_pipeline = on_pipeline
-        self._tested: set[str] = set()
-        self.stopping = threading.Event()
-
-    def run(self) -> None:
-        while not self.stopping.wait(POLL_SECONDS):
-            try:
-                self.run_once()
-            except httpx.HTTPError as error:
-                # The service is starting or stopping; the next round tries again.
-                logger.info("demo CI runner: webhook not delivered: %s", error)
-
-    def run_once(self) -> None:
-        for merge_request in self._simulator.merge_requests(PROJECT, state="opened"):
-            if merge_request["sha"] in self._tested:
-                continue
-            pipeline = self._simulator.create_pipeline(
-                PROJECT,
-                merge_request_iid=merge_request["iid"],
-                jobs=[JobSpec("test", status="success")],
-            )
-            hook = self._simulator.pipeline_hook(pipeline)
-            response = self._simulator.send_webhook(
-                self._hook_url, hook, secret_token=self._hook_secret
-            )
-            response.raise_for_status()
-            self._tested.add(merge_request["sha"])
-            self._on_pipeline(merge_request["iid"], pipeline)
 
 
 @dataclass
