@@ -21,7 +21,6 @@ import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -29,6 +28,7 @@ from workqueue.db.errors import is_database_unavailable
 from workqueue.queue import ingest, repository
 from workqueue.queue.audit import AuditLog
 from workqueue.queue.config import ProcessingConfig
+from workqueue.queue.dispatch_plan import DispatchPlan, DispatchState, plan_dispatch
 from workqueue.queue.item_loop import ClaimOutcome, ClaimResult, ItemCommitted, ItemLoop
 from workqueue.queue.listener import WakeListener
 from workqueue.queue.observer import EngineObserver
@@ -89,18 +89,6 @@ def run_wake_ups(
             if not woken:
                 break
     return total
-
-
-@dataclass
-class _DispatchPlan:
-    """What one dispatcher round should do, decided under the manager's lock."""
-
-    free: int
-    sweep: bool
-    timer_fired: bool
-    claim_any: bool = False
-    recompute_timer: bool = False
-    requested: set[uuid.UUID] = field(default_factory=set)
 
 
 class ProcessingManager:
@@ -316,31 +304,31 @@ class ProcessingManager:
         for _ in claims:
             self._pool.submit(self._run_queued)
 
-    def _plan_dispatch(self) -> _DispatchPlan | None:
+    def _plan_dispatch(self) -> DispatchPlan | None:
         now = time.monotonic()
         with self._lock:
-            free = self._capacity - len(self._held)
-            queued = len(self._held) - self._running
-            plan = _DispatchPlan(
-                free=free,
-                sweep=now >= self._sweep_at,
-                timer_fired=self._due_at is not None and now >= self._due_at,
+            plan = plan_dispatch(
+                DispatchState(
+                    capacity=self._capacity,
+                    held=frozenset(self._held),
+                    running=self._running,
+                    requested=frozenset(self._requested),
+                    backlog=self._backlog,
+                    refill_batch=self._refill_batch,
+                    sweep_at=self._sweep_at,
+                    due_at=self._due_at,
+                    timer_stale=self._timer_stale,
+                ),
+                now,
+                sweep_interval=self._config.safety_sweep_seconds,
             )
-            refill = self._backlog and (free >= self._refill_batch or queued == 0)
-            plan.claim_any = plan.sweep or plan.timer_fired or (refill and free > 0)
-            plan.recompute_timer = plan.sweep or plan.timer_fired or self._timer_stale
             self._timer_stale = False
-            if plan.timer_fired:
-                self._due_at = None
-            if free > 0:
-                plan.requested = self._requested - self._held.keys()
-                self._rerun |= self._requested & self._held.keys()
+            self._due_at = plan.next_due_at
+            self._sweep_at = plan.next_sweep_at
+            if plan.requests_taken:
+                self._rerun |= plan.rerun
                 self._requested.clear()
-            if plan.sweep:
-                self._sweep_at = now + self._config.safety_sweep_seconds
-        if not (plan.claim_any or plan.requested or plan.recompute_timer):
-            return None
-        return plan
+        return plan if plan.has_work else None
 
     def _claim(
         self,
