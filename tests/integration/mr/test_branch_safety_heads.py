@@ -125,12 +125,13 @@ def test_a_rolled_back_push_is_recognised_as_the_services_own(sessions):
         world.wait_settled()
         row, detail = world.item(item_id), world.detail(item_id)
         assert (row.phase, row.attempts, row.error) == (Phase.ACTIVE, 0, None)
-        assert simulator.request_count("POST", COMMITS_ROUTE) == 2
+        # Recognised as its own and, holding this content on the target, kept.
+        assert simulator.request_count("POST", COMMITS_ROUTE) == 1
         assert len(simulator.merge_requests(PROJECT)) == 1
         (commit,) = simulator.log_commits(PROJECT, BRANCH, exclude="main")
         assert commit.id == detail.mr_sha
         assert stamped_item(commit.message) == item_id
-        assert commit.message.startswith("Sync sources from upstream\n\nWorkqueue-Item: ")
+        assert commit.message.startswith("Sync sources from upstream\n\nWorkqueue-Content: ")
 
 
 def test_a_branch_left_by_a_cancelled_generation_is_the_services(sessions):

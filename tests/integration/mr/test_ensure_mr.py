@@ -13,6 +13,7 @@ from workqueue.queue.models import Phase
 from workqueue.types.mr.submit import SubmissionRejectedError
 
 COMMITS_ROUTE = "/projects/:id/repository/commits"
+MRS_ROUTE = "/projects/:id/merge_requests"
 
 
 @pytest.fixture
@@ -112,6 +113,40 @@ def test_transient_errors_are_retried_and_attempts_reset(sessions, registry, sim
     assert (row.phase, row.attempts, row.error) == (Phase.ACTIVE, 0, None)
     assert len(simulator.merge_requests(PROJECT, state="opened")) == 1
     assert simulator.request_count("POST", COMMITS_ROUTE) == 3
+
+
+def test_a_push_whose_step_failed_is_not_pushed_again(sessions, registry, simulator):
+    # The commit lands, then the MR creation fails: the step is rolled back, mr_sha
+    # unrecorded. The retry finds this content already on the branch, on the target's
+    # head, and keeps it: one commit, not a second one of the same content.
+    simulator.inject_fault("POST", MRS_ROUTE, status=502, times=2)
+    result = process(sessions, registry, body(), backoff_initial_seconds=0.05)
+    pushed = [r for r in simulator.log.records("POST", COMMITS_ROUTE) if r.status == 201]
+    assert len(pushed) == 1
+    (merge_request,) = simulator.merge_requests(PROJECT, state="opened")
+    head = simulator.branch_head(PROJECT, "workqueue/sync-kernel")
+    assert merge_request["sha"] == head == detail(sessions, result.item.id).mr_sha
+    (commit,) = simulator.log_commits(PROJECT, "workqueue/sync-kernel", exclude="main")
+    assert commit.message.endswith(f"Workqueue-Item: {result.item.id}\n")
+
+
+def test_a_failed_step_over_a_moved_target_pushes_afresh(sessions, registry, simulator):
+    failing = simulator.inject_fault("POST", MRS_ROUTE, status=502, times=None)
+    config = fast_config(backoff_initial_seconds=0.05, backoff_max_seconds=0.1, max_attempts=100)
+    with running_manager(sessions, registry, config, handled_types=["mr"]) as manager:
+        result = submit(sessions, registry, body())
+        manager.notify(result.item.id)
+        wait_until(lambda: failing.hits >= 2, timeout=30, what="failed MR creations")
+        first = simulator.branch_head(PROJECT, "workqueue/sync-kernel")
+        moved = simulator.push(PROJECT, "main", {"other.txt": "landed meanwhile\n"})
+        simulator.faults.clear()
+        wait_until(lambda: settled(sessions), timeout=30, what="the item to settle")
+    (merge_request,) = simulator.merge_requests(PROJECT, state="opened")
+    head = simulator.branch_head(PROJECT, "workqueue/sync-kernel")
+    assert head != first
+    (commit,) = simulator.log_commits(PROJECT, "workqueue/sync-kernel", exclude="main")
+    assert commit.parent_ids == (moved,)
+    assert merge_request["sha"] == head
 
 
 def test_permanent_refusal_fails_with_gitlabs_message_and_retry_recovers(

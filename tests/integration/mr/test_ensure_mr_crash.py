@@ -13,9 +13,15 @@ from harness import fast_config, item_row, running_manager, settled, wait_until
 from mr_harness import FILES, PROJECT, TOKEN, body, mr_registry, submit
 
 from workqueue.testing.gitlab_simulator import GitLabSimulator
+from workqueue.types.mr.models import MRWorkItem
 
 SUPPORT = Path(__file__).resolve().parents[2] / "support"
 pytestmark = pytest.mark.slow
+
+
+def world_sha(sessions, item_id):
+    with sessions() as session:
+        return session.get(MRWorkItem, item_id).mr_sha
 
 
 def test_sigkill_after_commit_before_mr_yields_exactly_one_mr(database_url, sessions):
@@ -61,9 +67,11 @@ def test_sigkill_after_commit_before_mr_yields_exactly_one_mr(database_url, sess
         assert len(simulator.log_commits(PROJECT, "workqueue/sync-kernel", exclude="main")) == 1
         row = item_row(sessions, result.item.id)
         assert (row.phase, row.actionable, row.attempts, row.error) == ("active", False, 0, None)
-        # Its own stamped commit was recognised and replaced, not taken for a person's.
-        assert simulator.branch_head(PROJECT, "workqueue/sync-kernel") != unrecorded
-        assert simulator.request_count("POST", "/projects/:id/repository/commits") == 2
+        # Its own stamped commit was recognised (not taken for a person's) and, holding
+        # this content on the target's head, kept: no second commit of the same content.
+        assert simulator.branch_head(PROJECT, "workqueue/sync-kernel") == unrecorded
+        assert simulator.request_count("POST", "/projects/:id/repository/commits") == 1
+        assert world_sha(sessions, result.item.id) == unrecorded
     finally:
         simulator.stop()
     assert simulator.errors == []

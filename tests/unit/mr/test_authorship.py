@@ -13,6 +13,7 @@ from workqueue.types.mr.authorship import (
     made_by,
     sort_open_mrs,
     stamp,
+    stamped_content,
     stamped_item,
 )
 
@@ -43,6 +44,27 @@ def test_stamp_appends_the_trailer_as_the_last_line():
     assert stamp("Sync sources\n\nBody\n\n", ITEM) == (
         f"Sync sources\n\nBody\n\nWorkqueue-Item: {ITEM}\n"
     )
+
+
+def test_the_content_trailer_comes_just_before_the_item_trailer():
+    message = stamp("Sync sources", ITEM, "hash-1")
+    assert message == f"Sync sources\n\nWorkqueue-Content: hash-1\nWorkqueue-Item: {ITEM}\n"
+    assert (stamped_item(message), stamped_content(message)) == (ITEM, "hash-1")
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        stamp("Sync", ITEM),  # no content trailer
+        "Sync\n\nWorkqueue-Content: hash-1\n",  # no item trailer after it
+        stamp("Sync", ITEM, "hash-1") + "Amended by hand\n",
+        f"Workqueue-Item: {ITEM}",
+        f"Sync\n\nWorkqueue-Content:\nWorkqueue-Item: {ITEM}",
+        None,
+    ],
+)
+def test_no_content_is_read_without_both_trailers_in_place(message):
+    assert stamped_content(message) is None
 
 
 STAMPED_CASES = [

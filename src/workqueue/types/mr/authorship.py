@@ -28,6 +28,10 @@ two questions, answered here from what GitLab reported:
   Earlier generations of the same `(project, source_branch)` count as the
   item (a branch left behind by a cancelled generation is the service's).
 
+  The line before it, `Workqueue-Content: <content hash>`, names the submitted
+  content the commit carries: a step retried after such a crash finds that
+  content already pushed and does not push it a second time.
+
 * **Which open MRs of the branch are ours?** Those authored by the service's
   user from the project itself (not from a fork) into the item's target.
   An open MR from the branch by anyone else is a person's work: the service
@@ -43,11 +47,28 @@ from dataclasses import dataclass
 from workqueue.gitlab.models import CommitInfo, MergeRequestInfo, UserInfo
 
 TRAILER = "Workqueue-Item"
+CONTENT_TRAILER = "Workqueue-Content"
 
 
-def stamp(message: str, item_id: uuid.UUID) -> str:
-    """The commit message the service writes: the caller's, then the item's trailer."""
-    return f"{message.rstrip()}\n\n{TRAILER}: {item_id}\n"
+def stamp(message: str, item_id: uuid.UUID, content_hash: str | None = None) -> str:
+    """The commit message the service writes: the caller's, then the trailers (the
+    content's, when given, and the item's, always last)."""
+    content = f"{CONTENT_TRAILER}: {content_hash}\n" if content_hash else ""
+    return f"{message.rstrip()}\n\n{content}{TRAILER}: {item_id}\n"
+
+
+def stamped_content(message: str | None) -> str | None:
+    """The content hash on the line before the item's trailer, if `message` has both."""
+    if stamped_item(message) is None:
+        return None
+    assert message is not None  # noqa: S101 - stamped_item found a trailer in it
+    lines = [line for line in message.splitlines() if line.strip()]
+    if len(lines) < 2:
+        return None
+    key, separator, value = lines[-2].partition(":")
+    if not separator or key.strip() != CONTENT_TRAILER:
+        return None
+    return value.strip() or None
 
 
 def stamped_item(message: str | None) -> uuid.UUID | None:

@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import cast
 
 from workqueue.gitlab.client import GitLabClient
-from workqueue.gitlab.models import BranchInfo, MergeRequestInfo, ProjectInfo
+from workqueue.gitlab.models import BranchInfo, CommitInfo, MergeRequestInfo, ProjectInfo
 from workqueue.queue.contract import ExecutionContext
 from workqueue.queue.errors import PermanentError
 from workqueue.queue.models import DimensionStatus
@@ -25,6 +25,7 @@ from workqueue.types.mr.authorship import (
     is_own_head,
     sort_open_mrs,
     stamp,
+    stamped_content,
     stamped_item,
 )
 from workqueue.types.mr.config import MRTypeConfig
@@ -86,7 +87,7 @@ class EnsureMR:
         if refused is not None:
             # A default branch the policy could not see at submission time.
             raise PermanentError(f"target branch {target}: {refused.message}")
-        branch = self._branch_state(context, item)
+        branch, head = self._branch_state(context, item)
         if branch is _Branch.FOREIGN_RECORDED:
             # The foreign head is recorded in this step; needs_mr stays raised,
             # so the next step fails the item through the engine (PermanentError).
@@ -95,11 +96,11 @@ class EnsureMR:
         if branch is _Branch.ABSENT:
             self._refuse_strangers_mrs(context, item, branch_mrs)
 
-        commit = gitlab.commit(
+        commit = self._unrecorded_push(item, target, head) or gitlab.commit(
             item.project,
             branch=item.source_branch,
             start_branch=target,
-            message=stamp(item.commit_message, item.id),
+            message=stamp(item.commit_message, item.id, item.content_hash),
             actions=item.file_actions,
             force=True,
         )
@@ -132,9 +133,12 @@ class EnsureMR:
         context.defer(MRDimension.NEEDS_EMPTY_CHECK, self._empty_check_interval)
         context.audit("mr_ensured", mr_iid=merge_request.iid, sha=commit.sha)
 
-    def _branch_state(self, context: ExecutionContext, item: MRWorkItem) -> _Branch:
+    def _branch_state(
+        self, context: ExecutionContext, item: MRWorkItem
+    ) -> tuple[_Branch, BranchInfo | None]:
         """ABSENT or OURS: the service may push. FOREIGN_RECORDED: a foreign head was
-        just recorded. Raises when the recorded foreign head is still there."""
+        just recorded. Raises when the recorded foreign head is still there. The head
+        read comes along."""
         head = self._gitlab.branch(item.project, item.source_branch)
         ours = head is None or head.sha == item.mr_sha or self._stamped_by_us(context, item, head)
         if ours:
@@ -146,7 +150,7 @@ class EnsureMR:
                     branch=item.source_branch,
                 )
                 item.foreign_head_sha = None
-            return _Branch.ABSENT if head is None else _Branch.OURS
+            return (_Branch.ABSENT if head is None else _Branch.OURS), head
         assert head is not None  # noqa: S101 - an absent branch is ours
         if item.foreign_head_sha != head.sha:
             item.foreign_head_sha = head.sha
@@ -156,7 +160,7 @@ class EnsureMR:
                 foreign_head_sha=head.sha,
                 branch=item.source_branch,
             )
-            return _Branch.FOREIGN_RECORDED
+            return _Branch.FOREIGN_RECORDED, head
         # The sha, not who made it: callers may read the error, and a
         # committer's email is not theirs to learn.
         raise PermanentError(
@@ -164,6 +168,24 @@ class EnsureMR:
             f"{head.sha}); nothing was pushed over them. Delete the branch or move it "
             "back to the service's commit, then retry or resubmit"
         )
+
+    def _unrecorded_push(
+        self, item: MRWorkItem, target: str, head: BranchInfo | None
+    ) -> CommitInfo | None:
+        """The head, when it is this very push already made: a step that pushed and then
+        died (or lost its database) before recording `mr_sha` is retried, and pushing
+        the same content again would put a second commit on the branch. It must carry
+        this item's stamp and content hash and sit directly on the target's head;
+        otherwise (new content, a moved target) a fresh commit is due."""
+        if head is None or head.sha == item.mr_sha:
+            return None  # nothing pushed, or a deliberate re-run over the recorded push
+        message = head.commit.message
+        if stamped_item(message) != item.id or stamped_content(message) != item.content_hash:
+            return None
+        target_head = self._gitlab.branch(item.project, target)
+        if target_head is None or head.commit.parent_ids != (target_head.sha,):
+            return None
+        return head.commit
 
     def _stamped_by_us(self, context: ExecutionContext, item: MRWorkItem, head: BranchInfo) -> bool:
         # Only asked when the head is not the recorded push (a crash lost the
