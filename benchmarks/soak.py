@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import random
 import shutil
 import sys
@@ -269,6 +270,7 @@ def sample(load: Load, probe: psycopg.Connection[Any], begin: float) -> dict[str
         raise RuntimeError("the sampling query returned no row")
     point: dict[str, float] = {
         "minute": round((time.perf_counter() - begin) / 60, 2),
+        "load_average_1m": round(os.getloadavg()[0], 1),
         "rss_mib": round(load.service.rss_mib(), 1),
         "threads": load.service.threads(),
         "connections": row[0],

@@ -167,6 +167,18 @@ class WorkItem(Base):
             "created_at",
             "id",
         ),
+        # Lists by phase alone (the MR list, the generic list without a type)
+        # page on this one: the last pages of phase=active stop at the oldest
+        # active item instead of reading past every finished one (0011). Not
+        # partial: the phase is a bound parameter, which a prepared
+        # statement's generic plan cannot match against an index predicate.
+        sa.Index("ix_work_items_phase_created_at_id", "phase", "created_at", "id"),
+        # `prune` takes the oldest finished items first, batch by batch (0011).
+        sa.Index(
+            "ix_work_items_finished_updated_at",
+            "updated_at",
+            postgresql_where=sa.text("phase IN ('completed', 'failed', 'cancelled')"),
+        ),
         sa.CheckConstraint("attempts >= 0", name="attempts_not_negative"),
         sa.CheckConstraint("generation >= 1", name="generation_positive"),
     )

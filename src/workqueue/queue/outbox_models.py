@@ -79,5 +79,11 @@ class OutboxDelivery(Base):
             "delivered_at",
             postgresql_where=sa.text("status = 'delivered'"),
         ),
+        # `prune` deletes a finished item's deliveries with it (migration 0011).
+        sa.Index(
+            "ix_outbox_deliveries_work_item_id",
+            "work_item_id",
+            postgresql_where=sa.text("work_item_id IS NOT NULL"),
+        ),
         sa.CheckConstraint("attempts >= 0", name="attempts_not_negative"),
     )

@@ -76,6 +76,9 @@ class MRWorkItem(WorkItem):
     __table_args__ = (
         # Upsert lookups and list filters go by the natural identity.
         sa.Index("ix_mr_details_project_source_branch", "project", "source_branch"),
+        # List filters on one of these alone (migration 0011).
+        sa.Index("ix_mr_details_source_branch", "source_branch"),
+        sa.Index("ix_mr_details_package", "package"),
         # Webhook resolution by MR and by pipeline.
         sa.Index("ix_mr_details_project_mr_iid", "project", "mr_iid"),
         sa.Index(
