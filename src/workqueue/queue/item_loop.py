@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.db.errors import is_database_unavailable
-from workqueue.queue import outbox, repository, step_repository
+from workqueue.queue import lease_repository, outbox, step_repository
 from workqueue.queue.audit import AuditEntry, AuditLog
 from workqueue.queue.config import ProcessingConfig
 from workqueue.queue.errors import PermanentError
@@ -85,10 +85,10 @@ class _LeasesLostError(Exception):
 class _ClaimsRun:
     """The claims one worker processes until each ends, and how each ended."""
 
-    claims: Sequence[repository.Claim]
+    claims: Sequence[lease_repository.Claim]
     deadline: float  # monotonic
-    on_end: Callable[[repository.Claim, ClaimResult], None] | None = None
-    pending: list[repository.Claim] = field(init=False)
+    on_end: Callable[[lease_repository.Claim, ClaimResult], None] | None = None
+    pending: list[lease_repository.Claim] = field(init=False)
     batch_limit: int = field(init=False)
     results: dict[uuid.UUID, ClaimResult] = field(default_factory=dict)
     wake_at: dict[uuid.UUID, float] = field(default_factory=dict)  # monotonic, per item
@@ -97,7 +97,7 @@ class _ClaimsRun:
         self.pending = list(self.claims)
         self.batch_limit = len(self.pending)
 
-    def end(self, claim: repository.Claim, outcome: ClaimOutcome) -> None:
+    def end(self, claim: lease_repository.Claim, outcome: ClaimOutcome) -> None:
         self.pending.remove(claim)
         due = self.wake_at.get(claim.item_id)
         remaining = None if due is None else max(due - time.monotonic(), 0.0)
@@ -123,7 +123,7 @@ class _ClaimsRun:
 class _Batch:
     """The claims one step works on, and what became of each."""
 
-    claims: Sequence[repository.Claim]
+    claims: Sequence[lease_repository.Claim]
     started: float  # monotonic
     units: list[StepUnit] = field(default_factory=list)
     steps: dict[uuid.UUID, _Step] = field(default_factory=dict)
@@ -166,7 +166,7 @@ class ItemLoop:
 
     def run(
         self,
-        claim: repository.Claim,
+        claim: lease_repository.Claim,
         *,
         should_stop: ShouldStop,
         lease_lost: Callable[[], bool],
@@ -179,11 +179,11 @@ class ItemLoop:
 
     def run_batch(
         self,
-        claims: Sequence[repository.Claim],
+        claims: Sequence[lease_repository.Claim],
         *,
         should_stop: ShouldStop,
         lease_lost: LeaseLost,
-        on_end: Callable[[repository.Claim, ClaimResult], None] | None = None,
+        on_end: Callable[[lease_repository.Claim, ClaimResult], None] | None = None,
     ) -> dict[uuid.UUID, ClaimResult]:
         """Process claims of one item type until each one ends; returns how each ended.
 
@@ -225,7 +225,7 @@ class ItemLoop:
 
     # -- one step ------------------------------------------------------------
 
-    def _step(self, claims: Sequence[repository.Claim]) -> dict[uuid.UUID, _Step]:
+    def _step(self, claims: Sequence[lease_repository.Claim]) -> dict[uuid.UUID, _Step]:
         batch = _Batch(claims, started=time.monotonic())
         with self._sessions() as session:
             try:
@@ -335,7 +335,7 @@ class ItemLoop:
             for item_id, answer in answers.items()
         }
 
-    def _committed(self, claim: repository.Claim, state: StepState) -> None:
+    def _committed(self, claim: lease_repository.Claim, state: StepState) -> None:
         """Tell the post-commit listener (attention queues) which item changed, and where."""
         if self._on_committed is None:
             return
@@ -360,14 +360,14 @@ class ItemLoop:
                 item_type, state.action.name, outcome, state.action_seconds
             )
 
-    def _lease_lost_warning(self, claim: repository.Claim) -> None:
+    def _lease_lost_warning(self, claim: lease_repository.Claim) -> None:
         logger.warning("lease on %s was lost; discarding this step", claim.item_id)
         self._observer.lease_lost(claim.item_type)
 
     # -- failures --------------------------------------------------------------
 
     def _fail_alone(
-        self, session: Session, claim: repository.Claim, state: StepState, error: Exception
+        self, session: Session, claim: lease_repository.Claim, state: StepState, error: Exception
     ) -> _Step:
         """A lone item's step failed and was rolled back: record the failure on its own."""
         started = time.monotonic()
@@ -421,7 +421,7 @@ class ItemLoop:
 
     def _after_failure_of(
         self,
-        claim: repository.Claim,
+        claim: lease_repository.Claim,
         state: StepState,
         entries: list[AuditEntry],
         started: float,
@@ -438,7 +438,7 @@ class ItemLoop:
     def _record_failure(
         self,
         session: Session,
-        claim: repository.Claim,
+        claim: lease_repository.Claim,
         state: StepState,
         error: Exception,
     ) -> list[AuditEntry] | None:
@@ -456,14 +456,14 @@ class ItemLoop:
         # Whether this failure ends the item is read first, so the type's
         # failure hook runs before the item's row is written, in the same
         # transaction and in a step's lock order (its own rows, then the item's).
-        final = repository.failure_is_final(
+        final = lease_repository.failure_is_final(
             session, claim, permanent=permanent, max_attempts=self._config.max_attempts
         )
         if final is None:
             return None
         if final:
             self._failure_hook(session, claim, message)
-        outcome = repository.record_failure(
+        outcome = lease_repository.record_failure(
             session,
             claim,
             error=message,
@@ -512,7 +512,7 @@ class ItemLoop:
             )
         return entries
 
-    def _failure_hook(self, session: Session, claim: repository.Claim, message: str) -> None:
+    def _failure_hook(self, session: Session, claim: lease_repository.Claim, message: str) -> None:
         """The type's cleanup for an item the engine fails (e.g. a slot it holds).
 
         If it raises, nothing is recorded (the transaction is not committed):
@@ -527,10 +527,10 @@ class ItemLoop:
         registration.failure_hook(session, item, message)
         session.flush()
 
-    def _release(self, claim: repository.Claim) -> ClaimOutcome:
+    def _release(self, claim: lease_repository.Claim) -> ClaimOutcome:
         try:
             with self._sessions() as session:
-                released = repository.release_lease(session, claim)
+                released = lease_repository.release_lease(session, claim)
                 session.commit()
         except Exception as error:
             if not is_database_unavailable(error):

@@ -28,10 +28,10 @@ from workqueue.queue.audit import AuditEntry
 from workqueue.queue.contract import Action, ExecutionContext
 from workqueue.queue.dimensions import Dimensions, DimensionUpdate
 from workqueue.queue.events import RawEvent, handle_event
+from workqueue.queue.lease_repository import Claim
 from workqueue.queue.models import Phase, WorkItem
 from workqueue.queue.observer import EngineObserver
 from workqueue.queue.registry import ItemTypeRegistration
-from workqueue.queue.repository import Claim
 
 
 @dataclass

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.db.errors import is_database_unavailable
-from workqueue.queue import ingest, repository
+from workqueue.queue import ingest, lease_repository, repository
 from workqueue.queue.audit import AuditLog
 from workqueue.queue.config import ProcessingConfig
 from workqueue.queue.dispatch_plan import DispatchPlan, DispatchState, plan_dispatch
@@ -131,8 +131,8 @@ class ProcessingManager:
         self._pool = ThreadPoolExecutor(config.workers, thread_name_prefix="workqueue-item")
 
         self._lock = threading.Lock()
-        self._held: dict[uuid.UUID, repository.Claim] = {}  # claimed: queued or running
-        self._queued: deque[repository.Claim] = deque()  # claimed, waiting for a worker
+        self._held: dict[uuid.UUID, lease_repository.Claim] = {}  # claimed: queued or running
+        self._queued: deque[lease_repository.Claim] = deque()  # claimed, waiting for a worker
         self._running = 0
         self._lost: set[uuid.UUID] = set()
         self._requested: set[uuid.UUID] = set()  # woken, not yet tried
@@ -261,7 +261,7 @@ class ProcessingManager:
         plan = self._plan_dispatch()
         if plan is None:
             return
-        claims: list[repository.Claim] = []
+        claims: list[lease_repository.Claim] = []
         if plan.sweep or plan.timer_fired:
             run_wake_ups(self._sessions, self.item_types, events=plan.sweep, deferrals=True)
         with self._sessions() as session:
@@ -336,11 +336,11 @@ class ProcessingManager:
         limit: int,
         *,
         only_ids: Collection[uuid.UUID] | None = None,
-    ) -> list[repository.Claim]:
+    ) -> list[lease_repository.Claim]:
         if limit <= 0:
             return []
         started = time.monotonic()
-        claims = repository.claim_due_items(
+        claims = lease_repository.claim_due_items(
             session,
             item_types=self.item_types,
             limit=limit,
@@ -361,7 +361,7 @@ class ProcessingManager:
             return  # an earlier task took this claim into its batch
         ended: set[uuid.UUID] = set()
 
-        def claim_ended(claim: repository.Claim, result: ClaimResult) -> None:
+        def claim_ended(claim: lease_repository.Claim, result: ClaimResult) -> None:
             ended.add(claim.item_id)
             self._claim_finished(claim, result)
 
@@ -390,7 +390,7 @@ class ProcessingManager:
             self._capacity = max(self._min_capacity, self._config.workers * per_worker)
             self._refill_batch = max(1, (self._capacity - self._config.workers) // 2)
 
-    def _take_batch(self) -> list[repository.Claim]:
+    def _take_batch(self) -> list[lease_repository.Claim]:
         """The oldest queued claim and, when a backlog waits, more of its type.
 
         A batch is the worker's fair share of the queue (queued claims per
@@ -405,7 +405,7 @@ class ProcessingManager:
             share = -(-(len(self._queued) + 1) // self._config.workers)  # ceiling division
             size = min(self._config.step_batch_size, max(share, 1))
             batch = [first]
-            others: list[repository.Claim] = []
+            others: list[lease_repository.Claim] = []
             while self._queued and len(batch) < size:
                 claim = self._queued.popleft()
                 (batch if claim.item_type == first.item_type else others).append(claim)
@@ -413,7 +413,7 @@ class ProcessingManager:
             self._running += len(batch)
             return batch
 
-    def _claim_finished(self, claim: repository.Claim, result: ClaimResult) -> None:
+    def _claim_finished(self, claim: lease_repository.Claim, result: ClaimResult) -> None:
         with self._lock:
             self._running -= 1
             self._held.pop(claim.item_id, None)
@@ -443,7 +443,7 @@ class ProcessingManager:
                 continue
             try:
                 with self._sessions() as session:
-                    still_ours = repository.extend_leases(
+                    still_ours = lease_repository.extend_leases(
                         session, claims, self._config.lease_seconds
                     )
                     session.commit()

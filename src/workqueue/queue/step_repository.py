@@ -23,8 +23,9 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 
 from workqueue.queue.dimensions import DimensionState, DimensionUpdate
+from workqueue.queue.lease_repository import Claim
 from workqueue.queue.models import DimensionStatus, PendingEvent, WorkItem, WorkItemStatus
-from workqueue.queue.repository import Claim, driver_connection
+from workqueue.queue.repository import driver_connection
 
 
 @dataclass(frozen=True, slots=True)

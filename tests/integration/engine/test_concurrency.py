@@ -12,7 +12,7 @@ from sample_type import Behaviour, build_registry, create_item, create_items, ex
 from sqlalchemy import event
 
 from workqueue.db.engine import build_engine, build_sessions
-from workqueue.queue import repository
+from workqueue.queue import lease_repository, repository
 from workqueue.queue.audit import AuditLog
 from workqueue.queue.item_loop import ClaimOutcome, ItemLoop
 
@@ -77,7 +77,7 @@ def test_a_worker_that_lost_its_lease_writes_nothing(sessions):
     with sessions() as session:
         item_id = create_item(session, ["a"], notify=False)
         session.commit()
-        (first,) = repository.claim_due_items(
+        (first,) = lease_repository.claim_due_items(
             session, item_types=["sample"], limit=1, lease_seconds=30
         )
         session.commit()
@@ -94,7 +94,7 @@ def test_a_worker_that_lost_its_lease_writes_nothing(sessions):
     with sessions() as session:
         session.execute(sa.text("UPDATE work_items SET leased_until = now() - interval '1 second'"))
         session.commit()
-        (second,) = repository.claim_due_items(
+        (second,) = lease_repository.claim_due_items(
             session, item_types=["sample"], limit=1, lease_seconds=30
         )
         session.commit()

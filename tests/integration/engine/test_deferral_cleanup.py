@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from harness import fast_config
 from sample_type import create_item
 
-from workqueue.queue import read_repository, repository
+from workqueue.queue import lease_repository, read_repository, repository
 from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.models import DimensionStatus, Phase
 
@@ -45,11 +45,11 @@ def _pending(session, item_id: uuid.UUID) -> list[str]:
 
 
 def _fail(session, item_id: uuid.UUID) -> None:
-    (claim,) = repository.claim_due_items(
+    (claim,) = lease_repository.claim_due_items(
         session, item_types=["sample"], limit=1, lease_seconds=30, only_ids=[item_id]
     )
     config = fast_config()
-    outcome = repository.record_failure(
+    outcome = lease_repository.record_failure(
         session,
         claim,
         error="boom",

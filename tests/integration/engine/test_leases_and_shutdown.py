@@ -10,7 +10,7 @@ from harness import fast_config, item_row, running_manager, settled, wait_until
 from sample_type import Behaviour, build_registry, create_item, executions
 
 from workqueue.db.engine import build_engine, build_sessions
-from workqueue.queue import repository
+from workqueue.queue import lease_repository
 from workqueue.queue.audit import AuditLog
 from workqueue.queue.item_loop import ClaimOutcome, ItemLoop
 from workqueue.queue.processing import ProcessingManager
@@ -50,7 +50,7 @@ def test_deadline_releases_the_claim_between_steps(sessions):
     with sessions() as session:
         item_id = create_item(session, [f"s{n}" for n in range(10)], notify=False)
         session.commit()
-        (claim,) = repository.claim_due_items(
+        (claim,) = lease_repository.claim_due_items(
             session, item_types=["sample"], limit=1, lease_seconds=30
         )
         session.commit()

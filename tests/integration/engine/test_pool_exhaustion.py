@@ -10,7 +10,7 @@ from harness import fast_config, item_row
 from sample_type import Behaviour, build_registry, create_item, executions
 
 from workqueue.db.engine import build_sessions
-from workqueue.queue import repository
+from workqueue.queue import lease_repository
 from workqueue.queue.audit import AuditLog
 from workqueue.queue.item_loop import ClaimOutcome, ItemLoop
 
@@ -30,7 +30,7 @@ def test_pool_timeout_in_a_step_is_retried_without_counting_an_attempt(database_
         with sessions() as session:
             item_id = create_item(session, ["a"], notify=False)
             session.commit()
-            (claim,) = repository.claim_due_items(
+            (claim,) = lease_repository.claim_due_items(
                 session, item_types=["sample"], limit=1, lease_seconds=30
             )
             session.commit()
