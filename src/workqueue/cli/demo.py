@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.text import Text
 
 from workqueue.api.app import create_app
+from workqueue.cli.client_http import DEFAULT_SERVICE_URL
 from workqueue.cli.database import (
     ShutdownRequested,
     StartupError,
@@ -77,7 +78,10 @@ def run_demo(*, keep: bool, port: int) -> None:
     if not demo.finished or (demo.interrupted and not keep):
         typer.echo("demo interrupted before it finished", err=True)
         raise typer.Exit(EXIT_INTERRUPTED)
-    console.print(f"demo finished in {time.monotonic() - started:.1f} s")
+    elapsed = time.monotonic() - started
+    console.print(
+        f"demo stopped after {elapsed:.0f} s" if keep else f"demo finished in {elapsed:.1f} s"
+    )
 
 
 class _Demo:
@@ -155,9 +159,11 @@ def _tell_where_to_look(console: Console, service_url: str, *, keep: bool) -> No
     console.print()
     console.print(f"dashboard: {service_url}/ui/")
     if keep:
+        url_flag = "" if service_url == DEFAULT_SERVICE_URL else f" --url {service_url}"
         console.print(
-            f"the service keeps running: try `workqueue-service status --url {service_url}` "
-            "(the CI runner passes every new MR head); Ctrl-C stops it"
+            f"the service keeps running: try `workqueue-service status{url_flag}` in another "
+            "terminal (the CI runner passes every new MR head); Ctrl-C stops it",
+            soft_wrap=True,
         )
 
 

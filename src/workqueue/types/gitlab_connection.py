@@ -13,6 +13,9 @@ from workqueue.gitlab.client import GitLabClient
 from workqueue.types.catalog import HandledTypeError, InstallContext
 
 logger = logging.getLogger(__name__)
+# (item type, URL) already warned about: `serve` installs the types twice, once
+# to validate the config before touching the database and once to run.
+_warned_plain_http: set[tuple[str, str]] = set()
 
 
 def check_gitlab_url(value: str) -> str:
@@ -28,7 +31,8 @@ def check_gitlab_url(value: str) -> str:
 
 def connect_gitlab(item_type: str, gitlab_url: str, context: InstallContext) -> GitLabClient:
     """The client a type's executors use; refuses to install the type without a token."""
-    if gitlab_url.startswith("http://"):
+    if gitlab_url.startswith("http://") and (item_type, gitlab_url) not in _warned_plain_http:
+        _warned_plain_http.add((item_type, gitlab_url))
         logger.warning(
             "handled_types.%s.gitlab_url %s is plain http: the GitLab token crosses the "
             "network unencrypted (acceptable for local development only)",
