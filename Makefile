@@ -71,6 +71,16 @@ test: lint lint-deploy docs ## Install dev dependencies, lint, build the docs, r
 bench: dev ## Engine benchmark (starts its own embedded PostgreSQL)
 	$(BIN)/python benchmarks/engine.py
 
+SOAK_MINUTES ?= 30
+
+.PHONY: scale
+scale: dev ## Scale benchmark: 100k and 1.1M items, hot queries, API, prune (about 15 minutes)
+	$(BIN)/python benchmarks/scale.py
+
+.PHONY: soak
+soak: dev ## Soak: steady mixed load on one serve process for SOAK_MINUTES (default 30), drift slopes
+	$(BIN)/python benchmarks/soak.py --minutes $(SOAK_MINUTES)
+
 .PHONY: format
 format: dev ## Format the code
 	$(BIN)/ruff format src tests benchmarks
