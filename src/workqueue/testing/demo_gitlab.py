@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import threading
 from collections.abc import Callable, Sequence
+from types import FrameType
 
 import httpx
 
@@ -90,6 +92,10 @@ class CiRunner(threading.Thread):
         return True
 
 
+def _stop_on_sigterm(_signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt  # the same clean stop as Ctrl-C
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m workqueue.testing.demo_gitlab",
@@ -101,6 +107,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--hook-secret", default=HOOK_SECRET, help="default: %(default)s")
     options = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per hook is ours to say
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
     simulator = GitLabSimulator(token=options.token, port=options.port)
     try:
         simulator.start()
