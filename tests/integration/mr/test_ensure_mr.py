@@ -130,7 +130,7 @@ def test_a_push_whose_step_failed_is_not_pushed_again(sessions, registry, simula
     assert commit.message.endswith(f"Workqueue-Item: {result.item.id}\n")
 
 
-def test_a_failed_step_over_a_moved_target_pushes_afresh(sessions, registry, simulator):
+def test_an_unrecorded_push_is_kept_when_the_target_moved_meanwhile(sessions, registry, simulator):
     failing = simulator.inject_fault("POST", MRS_ROUTE, status=502, times=None)
     config = fast_config(backoff_initial_seconds=0.05, backoff_max_seconds=0.1, max_attempts=100)
     with running_manager(sessions, registry, config, handled_types=["mr"]) as manager:
@@ -138,15 +138,33 @@ def test_a_failed_step_over_a_moved_target_pushes_afresh(sessions, registry, sim
         manager.notify(result.item.id)
         wait_until(lambda: failing.hits >= 2, timeout=30, what="failed MR creations")
         first = simulator.branch_head(PROJECT, "workqueue/sync-kernel")
-        moved = simulator.push(PROJECT, "main", {"other.txt": "landed meanwhile\n"})
+        simulator.push(PROJECT, "main", {"other.txt": "landed meanwhile\n"})
         simulator.faults.clear()
+        wait_until(lambda: settled(sessions), timeout=30, what="the item to settle")
+    # What the step would have opened its MR on, had it not failed: still this commit.
+    (merge_request,) = simulator.merge_requests(PROJECT, state="opened")
+    assert simulator.branch_head(PROJECT, "workqueue/sync-kernel") == first
+    assert merge_request["sha"] == first == detail(sessions, result.item.id).mr_sha
+    assert [r.status for r in simulator.log.records("POST", COMMITS_ROUTE)] == [201]
+
+
+def test_new_content_over_an_unrecorded_push_gets_a_fresh_commit(sessions, registry, simulator):
+    failing = simulator.inject_fault("POST", MRS_ROUTE, status=502, times=None)
+    config = fast_config(backoff_initial_seconds=0.05, backoff_max_seconds=0.1, max_attempts=100)
+    with running_manager(sessions, registry, config, handled_types=["mr"]) as manager:
+        result = submit(sessions, registry, body())
+        manager.notify(result.item.id)
+        wait_until(lambda: failing.hits >= 2, timeout=30, what="failed MR creations")
+        first = simulator.branch_head(PROJECT, "workqueue/sync-kernel")
+        assert submit(sessions, registry, body(title="Sync v2")).outcome == "updated"
+        simulator.faults.clear()
+        manager.notify(result.item.id)
         wait_until(lambda: settled(sessions), timeout=30, what="the item to settle")
     (merge_request,) = simulator.merge_requests(PROJECT, state="opened")
     head = simulator.branch_head(PROJECT, "workqueue/sync-kernel")
     assert head != first
-    (commit,) = simulator.log_commits(PROJECT, "workqueue/sync-kernel", exclude="main")
-    assert commit.parent_ids == (moved,)
     assert merge_request["sha"] == head
+    assert merge_request["title"] == "Sync v2"
 
 
 def test_permanent_refusal_fails_with_gitlabs_message_and_retry_recovers(

@@ -96,7 +96,7 @@ class EnsureMR:
         if branch is _Branch.ABSENT:
             self._refuse_strangers_mrs(context, item, branch_mrs)
 
-        commit = self._unrecorded_push(item, target, head) or gitlab.commit(
+        commit = self._unrecorded_push(item, head) or gitlab.commit(
             item.project,
             branch=item.source_branch,
             start_branch=target,
@@ -169,21 +169,18 @@ class EnsureMR:
             "back to the service's commit, then retry or resubmit"
         )
 
-    def _unrecorded_push(
-        self, item: MRWorkItem, target: str, head: BranchInfo | None
-    ) -> CommitInfo | None:
+    def _unrecorded_push(self, item: MRWorkItem, head: BranchInfo | None) -> CommitInfo | None:
         """The head, when it is this very push already made: a step that pushed and then
-        died (or lost its database) before recording `mr_sha` is retried, and pushing
-        the same content again would put a second commit on the branch. It must carry
-        this item's stamp and content hash and sit directly on the target's head;
-        otherwise (new content, a moved target) a fresh commit is due."""
+        died (or lost its database, or the answer to its next call) before recording
+        `mr_sha` is retried, and pushing the same content again would put a second
+        commit on the branch. The head must be the service's own (checked before), carry
+        this item's stamp and this content's hash. Had the step not died, the MR would
+        sit on that commit, so a target that moved since changes nothing; new content
+        has another hash and gets a fresh commit."""
         if head is None or head.sha == item.mr_sha:
             return None  # nothing pushed, or a deliberate re-run over the recorded push
         message = head.commit.message
         if stamped_item(message) != item.id or stamped_content(message) != item.content_hash:
-            return None
-        target_head = self._gitlab.branch(item.project, target)
-        if target_head is None or head.commit.parent_ids != (target_head.sha,):
             return None
         return head.commit
 
