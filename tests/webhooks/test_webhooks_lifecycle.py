@@ -8,7 +8,7 @@ import httpx
 import pytest
 from harness import wait_until
 from mr_harness import FILES, PROJECT
-from webhook_support import NEW_SECRET, webhook_app
+from webhook_support import NEW_SECRET, pending, webhook_app
 
 from workqueue.testing.gitlab_simulator import JobSpec
 
@@ -125,8 +125,10 @@ def test_mr_merged_by_a_human_completes_the_item(database_url, simulator, projec
             what="completion",
         )
         assert item(service.base_url, item_id)["details"]["completion_reason"] == "merged"
-        # A later event for the finished item is dropped, not applied.
-        assert send(simulator, service.url, hook) == "ignored"
+        # A later event for the finished item is stored, then resolved to nothing.
+        assert send(simulator, service.url, hook) == "accepted"
+        assert item_id not in {event[0] for event in pending(service.runtime.sessions)}
+        assert item(service.base_url, item_id)["phase"] == "completed"
 
 
 def test_reconcile_finds_failed_jobs_whose_webhooks_never_arrived(database_url, simulator, project):

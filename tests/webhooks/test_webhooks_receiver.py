@@ -18,6 +18,7 @@ from webhook_support import (
     deliveries,
     make_item,
     pending,
+    resolved,
     webhook_app,
 )
 
@@ -311,6 +312,7 @@ def test_nul_characters_are_dropped_rather_than_failing_the_delivery(
     response = simulator.send_webhook(service.url, hook, secret_token=OLD_SECRET)
 
     assert response.json() == {"status": "accepted"}
+    resolved(sessions)
     with sessions() as session:
         note = session.execute(
             sa.text("SELECT body -> 'object_attributes' ->> 'note' FROM pending_events")
@@ -321,7 +323,7 @@ def test_nul_characters_are_dropped_rather_than_failing_the_delivery(
 # -- irrelevant events -------------------------------------------------------------------------
 
 
-def test_events_for_unknown_projects_are_ignored_but_remembered(
+def test_events_for_unknown_projects_store_nothing_but_are_remembered(
     simulator, service, world, item, sessions
 ):
     other = simulator.create_project("acme/other", {"README.md": "x\n"})
@@ -336,13 +338,14 @@ def test_events_for_unknown_projects_are_ignored_but_remembered(
         for _ in range(2)
     ]
 
-    assert answers == ["ignored", "duplicate"]
+    # Accepted (stored for resolution, API.md), then resolved to no item.
+    assert answers == ["accepted", "duplicate"]
     assert pending(sessions) == []
     assert deliveries(sessions) == [("other-1", "webhook", "merge_request")]
 
 
 @pytest.mark.parametrize("phase", ["completed", "cancelled", "failed"])
-def test_events_for_items_that_are_not_active_are_ignored(
+def test_events_for_items_that_are_not_active_store_nothing(
     simulator, service, world, sessions, phase
 ):
     done = make_item(
@@ -358,7 +361,7 @@ def test_events_for_items_that_are_not_active_are_ignored(
         service.url, mr_hook(simulator, world), secret_token=NEW_SECRET
     )
 
-    assert response.json() == {"status": "ignored"}
+    assert response.json() == {"status": "accepted"}
     assert pending(sessions) == []
     assert not actionable(sessions, done)
 
@@ -386,14 +389,15 @@ def test_event_kinds_nothing_handles_are_ignored_without_storing_anything(
     assert deliveries(sessions) == []
 
 
-def test_a_deleted_branch_push_for_an_unknown_branch_is_ignored(
+def test_a_deleted_branch_push_for_an_unknown_branch_stores_nothing(
     simulator, service, world, item, sessions
 ):
     hook = simulator.push_hook(world.project_id, "feature/x", before=world.sha, after=ZERO_SHA)
 
     response = simulator.send_webhook(service.url, hook, secret_token=OLD_SECRET)
 
-    assert response.json() == {"status": "ignored"}
+    assert response.json() == {"status": "accepted"}
+    assert pending(sessions) == []
 
 
 # -- malformed requests --------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import boto3
 import pytest
@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from moto.server import ThreadedMotoServer
 from webhook_support import deliveries, make_item, mr_registry, pending
 
+from workqueue.api import sqs_consumer
 from workqueue.api.sqs_consumer import (
     PoisonMessageError,
     SqsEventConsumer,
@@ -22,6 +23,8 @@ from workqueue.api.sqs_consumer import (
     sqs_location,
 )
 from workqueue.db.engine import build_engine, build_sessions
+from workqueue.queue.intake import store_delivery
+from workqueue.queue.intake_loop import IntakeResolver
 from workqueue.settings import Settings
 
 REGION = "us-east-1"
@@ -72,9 +75,23 @@ def item(sessions, registry, world):
     )
 
 
+class Woken(list[uuid.UUID]):
+    """Items the intake resolver woke; `wake` tells the resolver a delivery was stored."""
+
+    wake: Callable[[], None]
+
+
 @pytest.fixture
-def notified() -> list[uuid.UUID]:
-    return []
+def notified(sessions, registry) -> Iterator[Woken]:
+    """The intake resolver runs beside the consumer, as in the service."""
+    woken = Woken()
+    resolver = IntakeResolver(
+        sessions=sessions, registry=registry, on_items=woken.extend, sweep_seconds=60
+    )
+    woken.wake = resolver.wake
+    resolver.start()
+    yield woken
+    resolver.stop(timeout=10)
 
 
 def make_consumer(sqs, queue_url, sessions, registry, notified, **options):
@@ -83,7 +100,7 @@ def make_consumer(sqs, queue_url, sessions, registry, notified, **options):
         queue_url=queue_url,
         sessions=sessions,
         registry=registry,
-        notify=notified.append,
+        on_stored=notified.wake,
         wait_seconds=options.pop("wait_seconds", 0),
         **options,
     )
@@ -156,7 +173,7 @@ def test_an_event_published_to_sns_is_stored_and_its_message_deleted(
 
     assert pending(sessions) == [(item, "pipeline", f"{published['MessageId']}:{item}")]
     assert deliveries(sessions) == [(published["MessageId"], "sqs", "pipeline")]
-    assert notified == [item]
+    wait_for(lambda: notified == [item])
     assert not consumer.running
 
 
@@ -201,7 +218,7 @@ def test_the_same_sns_message_delivered_twice_is_stored_once(
         handled += consumer.poll_once()
 
     assert pending(sessions) == [(item, "merge_request", f"m:{item}")]
-    assert notified == [item]
+    wait_for(lambda: notified == [item])
     assert queue_counts(sqs, queue_url) == (0, 0)
 
 
@@ -268,18 +285,17 @@ def test_raw_gitlab_json_uses_the_sqs_message_id_and_the_event_attribute(
 
 
 def test_a_message_whose_storage_fails_stays_and_is_redelivered(
-    sqs, queue_url, sessions, registry, item, simulator, world, notified
+    sqs, queue_url, sessions, registry, item, simulator, world, notified, monkeypatch
 ):
-    registration = registry.get("mr")
-    real = registration.resolvers["merge_request"]
-    failures = [RuntimeError("resolver bug")]
+    failures = [RuntimeError("storage failed")]
 
-    def flaky(session, body):
+    def flaky(session, *args, **kwargs):
         if failures:
+            session.execute(sa.text("SELECT 1"))  # the failure comes inside the transaction
             raise failures.pop()
-        return real(session, body)
+        return store_delivery(session, *args, **kwargs)
 
-    registration.resolvers["merge_request"] = flaky
+    monkeypatch.setattr(sqs_consumer, "store_delivery", flaky)
     sqs.send_message(
         QueueUrl=queue_url,
         MessageBody=sns_envelope(simulator.merge_request_hook(world.project_id, world.iid)),
@@ -340,7 +356,7 @@ def test_build_sqs_consumer_from_the_settings(
     assert build_sqs_consumer(Settings(), sessions=sessions, registry=registry) is None
     settings = Settings(WORKQUEUE_SERVICE_EVENTS_QUEUE_URL=queue_url)
     consumer = build_sqs_consumer(
-        settings, sessions=sessions, registry=registry, notify=notified.append, wait_seconds=1
+        settings, sessions=sessions, registry=registry, on_stored=notified.wake, wait_seconds=1
     )
     assert consumer is not None
     sqs.send_message(
@@ -353,7 +369,7 @@ def test_build_sqs_consumer_from_the_settings(
     finally:
         assert consumer.stop(timeout=5)
 
-    assert notified == [item]
+    wait_for(lambda: notified == [item])
 
 
 @pytest.mark.parametrize(

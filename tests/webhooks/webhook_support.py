@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -154,8 +155,27 @@ def make_item(
     return item_id
 
 
+def resolved(sessions: sessionmaker[Session], timeout: float = 15.0) -> None:
+    """Wait until the intake resolver has resolved every stored delivery.
+
+    Receivers answer once a delivery is stored; its events are stored behind the
+    answer, in the transaction that deletes it from `incoming_deliveries`.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        with sessions() as session:
+            waiting = session.execute(sa.text("SELECT count(*) FROM incoming_deliveries"))
+            if waiting.scalar_one() == 0:
+                return
+        if time.monotonic() > deadline:
+            raise AssertionError("stored deliveries were not resolved")
+        time.sleep(0.02)
+
+
 def pending(sessions: sessionmaker[Session]) -> list[tuple[uuid.UUID, str, str | None]]:
-    """(item id, event type, dedupe key) of every stored event."""
+    """(item id, event type, dedupe key) of every stored event, once every stored
+    delivery has been resolved."""
+    resolved(sessions)
     with sessions() as session:
         rows = session.execute(
             sa.text("SELECT work_item_id, event_type, dedupe_key FROM pending_events ORDER BY id")

@@ -128,7 +128,7 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
             settings,
             sessions=sessions,
             registry=registry,
-            notify=manager.notify,
+            on_stored=manager.intake.wake,
             metrics=service_metrics,
         )
         manager.start()

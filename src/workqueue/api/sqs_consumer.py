@@ -2,7 +2,8 @@
 
 Runs when `WORKQUEUE_SERVICE_EVENTS_QUEUE_URL` is set (`build_sqs_consumer`).
 One daemon thread long-polls the queue (DDR-36) and stores each event exactly
-like the webhook receiver does (`ingest_event`, source `sqs`); items are then
+like the webhook receiver does (`queue.intake.store_delivery`, source `sqs`);
+the intake resolver turns it into item events behind it, and items are then
 processed by their own work-item threads (DDR-29/30).
 
 * Message body: an SNS notification envelope
@@ -13,7 +14,7 @@ processed by their own work-item threads (DDR-29/30).
   attribute (SNS or SQS attribute, name case-insensitive).
 * Delivery key: the SNS `MessageId` (the SQS `MessageId` for raw messages):
   the same notification delivered twice is stored once.
-* A message is deleted only after its events are committed (DDR-31): a crash
+* A message is deleted only after its delivery is committed (DDR-31): a crash
   in between redelivers it, which the delivery key makes harmless. A message
   that is not JSON (poison) is deleted with a warning; one whose storage fails
   for another reason stays and is redelivered after the visibility timeout
@@ -28,7 +29,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -40,7 +40,8 @@ from workqueue.api.metrics import ServiceMetrics
 from workqueue.api.webhooks import GITLAB_EVENT_TYPES, gitlab_event_type
 from workqueue.db.errors import is_database_unavailable
 from workqueue.db.transactions import run_in_transaction
-from workqueue.queue.ingest import IngestResult, ingest_event, parse_event_body
+from workqueue.queue.ingest import IngestStatus, parse_event_body
+from workqueue.queue.intake import store_delivery
 from workqueue.queue.registry import TypeRegistry
 from workqueue.settings import Settings
 
@@ -121,14 +122,15 @@ class SqsEventConsumer:
         queue_url: str,
         sessions: sessionmaker[Session],
         registry: TypeRegistry,
-        notify: Callable[[uuid.UUID], None] | None = None,
+        on_stored: Callable[[], None] | None = None,
         metrics: ServiceMetrics | None = None,
         wait_seconds: int = DEFAULT_WAIT_SECONDS,
         max_messages: int = MAX_BATCH,
         max_backoff_seconds: float = 30.0,
         close_client: bool = False,
     ) -> None:
-        """`close_client`: the consumer owns `client` and closes it once stopped."""
+        """`on_stored` is called after a batch stored deliveries (wakes the intake
+        resolver); `close_client`: the consumer owns `client` and closes it once stopped."""
         if not 0 <= wait_seconds <= 20:
             raise ValueError("wait_seconds must be between 0 and 20 (the SQS limit)")
         if not 1 <= max_messages <= MAX_BATCH:
@@ -137,7 +139,7 @@ class SqsEventConsumer:
         self._queue_url = queue_url
         self._sessions = sessions
         self._registry = registry
-        self._notify = notify
+        self._on_stored = on_stored
         self._metrics = metrics
         self._wait_seconds = wait_seconds
         self._max_messages = max_messages
@@ -221,9 +223,9 @@ class SqsEventConsumer:
             logger.info("SQS message %s holds no GitLab event type: deleted", message_id)
             return True
         try:
-            result: IngestResult = run_in_transaction(
+            status: IngestStatus = run_in_transaction(
                 self._sessions,
-                lambda session: ingest_event(
+                lambda session: store_delivery(
                     session,
                     self._registry,
                     source=SQS_SOURCE,
@@ -237,15 +239,13 @@ class SqsEventConsumer:
                 raise  # back off; this and the rest of the batch come back later
             logger.exception("SQS message %s not stored; it will be redelivered", message_id)
             return False
-        # Committed: the event is durable, the message may go (DDR-31).
-        if self._notify is not None:
-            for item_id in result.item_ids:
-                self._notify(item_id)
-        if self._metrics is not None and result.item_ids:
-            self._metrics.events_received.labels(SQS_SOURCE).inc(len(result.item_ids))
-        logger.debug(
-            "SQS message %s: %s (%d items)", message_id, result.status, len(result.item_ids)
-        )
+        # Committed: the delivery is durable, the message may go (DDR-31).
+        if status == "accepted":
+            if self._on_stored is not None:
+                self._on_stored()
+            if self._metrics is not None:
+                self._metrics.events_received.labels(SQS_SOURCE).inc()
+        logger.debug("SQS message %s: %s", message_id, status)
         return True
 
     def _delete(self, messages: Sequence[MessageTypeDef]) -> None:
@@ -278,7 +278,7 @@ def build_sqs_consumer(
     *,
     sessions: sessionmaker[Session],
     registry: TypeRegistry,
-    notify: Callable[[uuid.UUID], None] | None = None,
+    on_stored: Callable[[], None] | None = None,
     metrics: ServiceMetrics | None = None,
     wait_seconds: int = DEFAULT_WAIT_SECONDS,
 ) -> SqsEventConsumer | None:
@@ -311,7 +311,7 @@ def build_sqs_consumer(
         queue_url=queue_url,
         sessions=sessions,
         registry=registry,
-        notify=notify,
+        on_stored=on_stored,
         metrics=metrics,
         wait_seconds=wait_seconds,
         close_client=True,

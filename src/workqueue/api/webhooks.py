@@ -1,4 +1,4 @@
-"""`POST /api/webhooks/gitlab`: GitLab webhooks stored as events for the items they concern.
+"""`POST /api/webhooks/gitlab`: GitLab webhooks stored for the items they concern.
 
 Rules (see docs API.md, "Webhooks"):
 
@@ -16,9 +16,14 @@ Rules (see docs API.md, "Webhooks"):
   "Resend"), else `X-Gitlab-Event-UUID`, else `sha256:` + the SHA-256 of the
   raw body (so byte-identical redeliveries from old GitLab versions still
   de-duplicate). A repeated key answers "duplicate" and stores nothing.
-* 200 `{"status": "accepted" | "duplicate" | "ignored"}`: irrelevant events
-  (no active item concerned, a kind nothing handles) answer 2xx too, because
-  GitLab disables hooks that keep failing. No GitLab call happens here.
+* The answer comes once the delivery is stored (`queue.intake`: its key and
+  its body, committed); which items it concerns is resolved behind it, in
+  batches, by the intake resolver. No resolver, creator or GitLab call runs
+  in the request.
+* 200 `{"status": "accepted" | "duplicate" | "ignored"}`: "ignored" for a kind
+  no handled type uses (answered before any SQL); a stored delivery is
+  "accepted" even when it turns out to concern no item, and irrelevant events
+  answer 2xx because GitLab disables hooks that keep failing.
 
 The application provides the secrets as `app.state.webhook_secrets`
 (`WebhookSecrets.from_settings(settings)`) and the runtime as
@@ -48,7 +53,8 @@ from workqueue.api.strict_json import InvalidJSONError, parse_strict_json
 from workqueue.api.unavailable import RETRY_AFTER_SECONDS, UNAVAILABLE_DETAIL
 from workqueue.db.errors import is_database_unavailable
 from workqueue.db.transactions import run_in_transaction
-from workqueue.queue.ingest import IngestResult, IngestStatus, ingest_event
+from workqueue.queue.ingest import IngestStatus
+from workqueue.queue.intake import store_delivery
 from workqueue.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -181,8 +187,8 @@ async def receive_gitlab_webhook(request: Request) -> Response:
         return _answer("ignored")  # a kind no handled type uses: no SQL at all
     key = delivery_key(request.headers, raw)
     try:
-        result = await anyio.to_thread.run_sync(
-            _store, runtime, key, event_type, body, limiter=_ingest_limiter(request)
+        status = await anyio.to_thread.run_sync(
+            _store, runtime, key, event_type, body, raw, limiter=_ingest_limiter(request)
         )
     except Exception as error:
         if is_database_unavailable(error):
@@ -193,10 +199,10 @@ async def receive_gitlab_webhook(request: Request) -> Response:
                 headers={"Retry-After": RETRY_AFTER_SECONDS},
             ) from None
         raise
-    for item_id in result.item_ids:
-        runtime.manager.notify(item_id)
-    _count_stored(request, len(result.item_ids))
-    return _answer(result.status)
+    if status == "accepted":
+        runtime.manager.intake.wake()
+        _count_stored(request)
+    return _answer(status)
 
 
 def _json_object(raw: bytes) -> dict[str, Any]:
@@ -281,21 +287,24 @@ def delivery_key(headers: Mapping[str, str], raw_body: bytes) -> str:
     return "sha256:" + hashlib.sha256(raw_body).hexdigest()
 
 
-def _store(runtime: Runtime, key: str, event_type: str, body: dict[str, Any]) -> IngestResult:
+def _store(
+    runtime: Runtime, key: str, event_type: str, body: dict[str, Any], raw: bytes
+) -> IngestStatus:
     return run_in_transaction(
         runtime.sessions,
-        lambda session: ingest_event(
+        lambda session: store_delivery(
             session,
             runtime.registry,
             source=WEBHOOK_SOURCE,
             delivery_key=key,
             event_type=event_type,
             body=body,
+            raw_body=raw,
         ),
     )
 
 
-def _count_stored(request: Request, count: int) -> None:
+def _count_stored(request: Request) -> None:
     metrics = getattr(request.app.state, "metrics", None)
-    if count and isinstance(metrics, ServiceMetrics):
-        metrics.events_received.labels(WEBHOOK_SOURCE).inc(count)
+    if isinstance(metrics, ServiceMetrics):
+        metrics.events_received.labels(WEBHOOK_SOURCE).inc()

@@ -1,6 +1,9 @@
 """Incoming events (webhooks, SQS messages) stored for the items they concern.
 
-`ingest_event` is the one entry point of every event source:
+The receivers store each delivery as it arrives (`queue.intake`) and the
+intake resolver turns stored deliveries into item events behind them, in
+batches; `ingest_event` does both at once, in the caller's transaction. Either
+way:
 
 1. Event types that no registered type resolves are answered "ignored"
    without touching the database (GitLab sends many kinds we never use).
@@ -13,7 +16,8 @@
    event concerns (DDR-32). For each, the raw event is stored in
    `pending_events` through `repository.insert_pending_event`, which takes the
    item's advisory lock, marks it actionable and queues a NOTIFY (DDR-34).
-4. No item concerned: "ignored" — the delivery stays recorded, so a
+4. No item concerned: `ingest_event` answers "ignored" (a stored delivery
+   was answered "accepted" already) — the delivery stays recorded, so a
    redelivery is answered "duplicate".
 
 It only flushes. The caller commits, then wakes the items in this process
@@ -76,16 +80,17 @@ def ingest_event(
     event_type: str,
     body: Mapping[str, Any],
 ) -> IngestResult:
-    """Store one incoming event for every active item it concerns (see the module doc).
+    """Store one incoming event for every active item it concerns (see the module doc),
+    in the caller's transaction: recording and resolving at once.
 
-    `delivery_key` identifies the delivery (the same for redeliveries of it);
-    None disables de-duplication. Flushes, never commits.
+    The receivers store deliveries for later resolution instead (`queue.intake`);
+    this is the same resolution, done inline. `delivery_key` identifies the
+    delivery (the same for redeliveries of it); None disables de-duplication.
+    Flushes, never commits.
     """
     if len(source) > _SOURCE_LENGTH:
         raise ValueError(f"source must be at most {_SOURCE_LENGTH} characters")
-    resolvers = registry.resolvers_for(event_type)
-    creators = registry.creators_for(event_type)
-    if not resolvers and not creators:
+    if not registry.routes_event(event_type):
         return IngestResult("ignored")
     key = None if delivery_key is None else normalize_delivery_key(delivery_key)
     if key is not None and not repository.record_delivery(
@@ -94,36 +99,90 @@ def ingest_event(
         return IngestResult("duplicate")
 
     # Cleaned first: resolvers pass its strings to SQL, which refuses NUL too.
-    stored_body = _jsonb_safe(body)
-    created: list[uuid.UUID] = []
-    for _item_type, creator in creators:
-        created += creator(session, stored_body)
-    targets: dict[uuid.UUID, str] = {}
-    for item_type, resolver in resolvers:
-        for item_id in resolver(session, stored_body):
-            targets.setdefault(item_id, item_type)
-    if not targets:
+    stored_body = jsonb_safe(body)
+    resolved = resolve_event(session, registry, event_type=event_type, body=stored_body)
+    if not resolved.targets:
         session.flush()
-        return IngestResult("accepted", created) if created else IngestResult("ignored")
-
-    # Always the same lock order: two deliveries concerning overlapping sets
-    # of items cannot deadlock on the items' advisory locks.
-    stored = [
-        item_id
-        for item_id in sorted(targets, key=repository.advisory_lock_key)
-        if repository.insert_pending_event(
-            session,
-            item_id=item_id,
-            item_type=targets[item_id],
-            event_type=event_type,
-            body=stored_body,
-            dedupe_key=None if key is None else f"{key}:{item_id}",
+        return (
+            IngestResult("accepted", resolved.created)
+            if resolved.created
+            else IngestResult("ignored")
         )
-    ]
+    stored = store_pending_events(
+        session,
+        [
+            PendingEventTarget(item_id, item_type, event_type, stored_body, key)
+            for item_id, item_type in resolved.targets.items()
+        ],
+    )
     session.flush()
     # Nothing new although items were found: every event was already stored
     # (the delivery record had been pruned while its events still waited).
-    return IngestResult("accepted" if stored or created else "duplicate", created + stored)
+    status: IngestStatus = "accepted" if stored or resolved.created else "duplicate"
+    return IngestResult(status, resolved.created + stored)
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedEvent:
+    """What one event brings: items created for it, and the active items it concerns."""
+
+    created: list[uuid.UUID]
+    targets: dict[uuid.UUID, str]  # item id -> item type
+
+
+def resolve_event(
+    session: Session, registry: TypeRegistry, *, event_type: str, body: dict[str, Any]
+) -> ResolvedEvent:
+    """Run every creator, then every resolver registered for `event_type` on `body`.
+
+    Creators make the items the event brings into being (woken like new
+    submissions, no event stored for them); resolvers name the ACTIVE items
+    the event concerns (DDR-32). `body` must already be JSONB-safe.
+    """
+    created: list[uuid.UUID] = []
+    for _item_type, creator in registry.creators_for(event_type):
+        created += creator(session, body)
+    targets: dict[uuid.UUID, str] = {}
+    for item_type, resolver in registry.resolvers_for(event_type):
+        for item_id in resolver(session, body):
+            targets.setdefault(item_id, item_type)
+    return ResolvedEvent(created, targets)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingEventTarget:
+    """One event to store for one item; `delivery_key` (stored form) de-duplicates it."""
+
+    item_id: uuid.UUID
+    item_type: str
+    event_type: str
+    body: dict[str, Any]
+    delivery_key: str | None
+
+
+def store_pending_events(session: Session, targets: list[PendingEventTarget]) -> list[uuid.UUID]:
+    """Store each event for its item (`repository.insert_pending_event`: the item's
+    advisory lock, actionable, NOTIFY); returns the items that got a new event.
+
+    Always in lock-key order (stable: events of one item keep the order given),
+    so transactions storing events for overlapping items cannot deadlock on the
+    items' advisory locks.
+    """
+    ordered = sorted(targets, key=lambda target: repository.advisory_lock_key(target.item_id))
+    return [
+        target.item_id
+        for target in ordered
+        if repository.insert_pending_event(
+            session,
+            item_id=target.item_id,
+            item_type=target.item_type,
+            event_type=target.event_type,
+            body=target.body,
+            dedupe_key=None
+            if target.delivery_key is None
+            else f"{target.delivery_key}:{target.item_id}",
+        )
+    ]
 
 
 def prune_deliveries(session: Session, older_than: timedelta = DEFAULT_DELIVERY_RETENTION) -> int:
@@ -149,7 +208,7 @@ def parse_event_body(raw: bytes | str) -> dict[str, Any] | None:
     return body if isinstance(body, dict) else None
 
 
-def _jsonb_safe(body: Mapping[str, Any]) -> dict[str, Any]:
+def jsonb_safe(body: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of the body that PostgreSQL's JSONB accepts.
 
     JSONB rejects U+0000 in strings, and UTF-8 cannot encode lone surrogates

@@ -9,7 +9,8 @@ Threads:
 * the worker pool (DDR-41) runs `ItemLoop` for each claim;
 * the heartbeat extends the leases this process holds (fenced on tokens) and
   tells workers whose lease was lost;
-* the listener (optional) turns NOTIFYs into local wake-ups.
+* the listener (optional) turns NOTIFYs into local wake-ups;
+* the intake resolver (`intake_loop`) turns stored deliveries into events.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from workqueue.queue import ingest, lease_repository, repository
 from workqueue.queue.audit import AuditLog
 from workqueue.queue.config import ProcessingConfig
 from workqueue.queue.dispatch_plan import DispatchPlan, DispatchState, plan_dispatch
+from workqueue.queue.intake_loop import IntakeResolver
 from workqueue.queue.item_loop import ClaimOutcome, ClaimResult, ItemCommitted, ItemLoop
 from workqueue.queue.listener import WakeListener
 from workqueue.queue.observer import EngineObserver
@@ -156,10 +158,19 @@ class ProcessingManager:
             if listen_conninfo and self.item_types
             else None
         )
+        # Stored deliveries become events here, whichever types this replica runs.
+        self.intake = IntakeResolver(
+            sessions=sessions,
+            registry=registry,
+            on_items=self._notify_all,
+            sweep_seconds=config.safety_sweep_seconds,
+            listen_conninfo=listen_conninfo,
+        )
 
     # -- public API ----------------------------------------------------------
 
     def start(self) -> None:
+        self.intake.start()
         if not self.item_types:
             logger.warning("handled_types is empty: this replica processes no items")
             return
@@ -177,6 +188,11 @@ class ProcessingManager:
         """Ask for `item_id` to be looked at soon (after a commit that enqueued work)."""
         with self._lock:
             self._requested.add(item_id)
+        self._wake.set()
+
+    def _notify_all(self, item_ids: list[uuid.UUID]) -> None:
+        with self._lock:
+            self._requested.update(item_ids)
         self._wake.set()
 
     def report_change(self, item_id: uuid.UUID, project_path: str | None) -> None:
@@ -197,6 +213,7 @@ class ProcessingManager:
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop claiming, let running steps finish (up to `timeout`), release the leases."""
+        self.intake.stop(timeout)
         self._stopping.set()
         self._wake.set()
         if self._listener is not None:

@@ -1,0 +1,140 @@
+"""The delivery intake: receivers store deliveries, the resolver turns them into events.
+
+A receiver (the webhook route, the SQS consumer) authenticates a delivery and
+calls `store_delivery`, which in one statement records its key in
+`received_deliveries` (the durable de-duplication, the only source of
+"duplicate") and stores the body in `incoming_deliveries`; the receiver
+commits and answers. Nothing type-specific runs in the request.
+
+Behind it, `resolve_stored` (driven by `intake_loop.IntakeResolver`) locks a
+batch of stored deliveries (`FOR UPDATE SKIP LOCKED`, oldest first), runs the
+types' creators and resolvers on each (`ingest.resolve_event`), stores the
+pending events (`ingest.store_pending_events`, deduplicated per delivery and
+item) and deletes the deliveries, all in one transaction. A replica that dies
+mid-batch leaves its deliveries unresolved and unlocked for another; one that
+commits has applied each delivery exactly once.
+
+Nothing here knows about HTTP, GitLab or item types.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from workqueue.queue import intake_repository
+from workqueue.queue.ingest import (
+    IngestStatus,
+    PendingEventTarget,
+    jsonb_safe,
+    normalize_delivery_key,
+    resolve_event,
+    store_pending_events,
+)
+from workqueue.queue.intake_repository import StoredDelivery
+from workqueue.queue.registry import TypeRegistry
+
+DEFAULT_BATCH_SIZE = 100
+_SOURCE_LENGTH = 32  # received_deliveries.source
+# JSON escapes PostgreSQL's JSONB refuses (NUL) or that may be a lone surrogate.
+_ESCAPES_JSONB_REFUSES = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
+
+
+def store_delivery(
+    session: Session,
+    registry: TypeRegistry,
+    *,
+    source: str,
+    delivery_key: str | None,
+    event_type: str,
+    body: Mapping[str, Any],
+    raw_body: bytes | None = None,
+) -> IngestStatus:
+    """Store one delivery for resolution; "ignored" (no SQL) when no type routes its
+    event type, "duplicate" when its key was recorded before, else "accepted".
+
+    `raw_body`, the strict JSON `body` was parsed from, is stored as it came
+    when PostgreSQL accepts it as is (saves serialising `body` again).
+    `delivery_key` None disables de-duplication. Flushes nothing; the caller commits.
+    """
+    if len(source) > _SOURCE_LENGTH:
+        raise ValueError(f"source must be at most {_SOURCE_LENGTH} characters")
+    if not registry.routes_event(event_type):
+        return "ignored"
+    key = None if delivery_key is None else normalize_delivery_key(delivery_key)
+    stored = intake_repository.store(
+        session,
+        delivery_key=key,
+        source=source,
+        event_type=event_type,
+        body_json=_stored_json(body, raw_body),
+    )
+    return "accepted" if stored else "duplicate"
+
+
+@dataclass
+class ResolvedBatch:
+    """What one resolver transaction did; `item_ids` were created or got an event."""
+
+    deliveries: int = 0
+    item_ids: list[uuid.UUID] = field(default_factory=list)
+
+
+def resolve_stored(session: Session, registry: TypeRegistry, *, limit: int) -> ResolvedBatch:
+    """Resolve up to `limit` stored deliveries (see the module doc). Flushes, never commits."""
+    return resolve(session, registry, claim(session, limit))
+
+
+def claim(session: Session, limit: int) -> list[StoredDelivery]:
+    """Lock up to `limit` stored deliveries, oldest first, for this transaction."""
+    return intake_repository.claim(session, limit)
+
+
+def resolve_one(session: Session, registry: TypeRegistry, delivery_id: int) -> ResolvedBatch:
+    """Resolve one stored delivery by id (nothing when it is gone or locked elsewhere)."""
+    delivery = intake_repository.claim_one(session, delivery_id)
+    return resolve(session, registry, [] if delivery is None else [delivery])
+
+
+def forget(session: Session, delivery_id: int) -> None:
+    """Drop a delivery that cannot be resolved (its resolution raised)."""
+    intake_repository.forget(session, [delivery_id])
+
+
+def resolve(
+    session: Session, registry: TypeRegistry, deliveries: list[StoredDelivery]
+) -> ResolvedBatch:
+    """Turn claimed deliveries into item events and forget them. Flushes, never commits."""
+    if not deliveries:
+        return ResolvedBatch()
+    created: list[uuid.UUID] = []
+    targets: list[PendingEventTarget] = []
+    for delivery in deliveries:  # oldest first: an item's events keep arrival order
+        resolved = resolve_event(
+            session, registry, event_type=delivery.event_type, body=delivery.body
+        )
+        created += resolved.created
+        targets += (
+            PendingEventTarget(
+                item_id, item_type, delivery.event_type, delivery.body, delivery.delivery_key
+            )
+            for item_id, item_type in resolved.targets.items()
+        )
+    stored = store_pending_events(session, targets)
+    intake_repository.forget(session, [delivery.id for delivery in deliveries])
+    return ResolvedBatch(len(deliveries), created + list(dict.fromkeys(stored)))
+
+
+def _stored_json(body: Mapping[str, Any], raw_body: bytes | None) -> str:
+    if raw_body is not None and _ESCAPES_JSONB_REFUSES.search(raw_body) is None:
+        try:
+            return raw_body.decode("utf-8")
+        except UnicodeDecodeError:
+            pass  # strict JSON is UTF-8; re-serialise to be safe anyway
+    return json.dumps(jsonb_safe(body), ensure_ascii=False, allow_nan=False)

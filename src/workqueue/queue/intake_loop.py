@@ -1,0 +1,175 @@
+"""IntakeResolver: the thread that resolves stored deliveries behind the receivers.
+
+Woken by the receivers in this process (`wake`), by the NOTIFY every stored
+delivery sends (other replicas' receivers), when its listener (re)connects,
+and by the safety sweep (`processing.safety_sweep_seconds`), which finds
+deliveries a replica left behind when it died mid-batch. Idle, it sends no SQL
+until that sweep. Each round resolves batches (`intake.resolve`) until a batch
+comes back short, then hands the items that got events to `on_items` (the
+processing manager's `notify`).
+
+A batch whose resolution raises is retried one delivery per transaction, so
+one delivery a type cannot resolve (a bug) costs only itself: after
+`ATTEMPTS_ALONE` failed attempts it is logged and dropped, and the others are
+applied.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from workqueue.db.errors import is_database_unavailable
+from workqueue.queue import intake
+from workqueue.queue.intake import DEFAULT_BATCH_SIZE, ResolvedBatch
+from workqueue.queue.intake_repository import INTAKE_CHANNEL
+from workqueue.queue.listener import ChannelListener
+from workqueue.queue.registry import TypeRegistry
+
+logger = logging.getLogger(__name__)
+
+MAX_FAILURE_DELAY_SECONDS = 30.0
+# A delivery whose batch failed is tried this often on its own before it is dropped.
+ATTEMPTS_ALONE = 3
+
+
+class IntakeResolver:
+    """Resolves stored deliveries in batches, one thread per replica."""
+
+    def __init__(
+        self,
+        *,
+        sessions: sessionmaker[Session],
+        registry: TypeRegistry,
+        on_items: Callable[[list[uuid.UUID]], None],
+        sweep_seconds: float,
+        listen_conninfo: str | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        self._sessions = sessions
+        self._registry = registry
+        self._on_items = on_items
+        self._sweep_seconds = sweep_seconds
+        self._batch_size = batch_size
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run_forever, name="workqueue-intake", daemon=True
+        )
+        self._listener = (
+            ChannelListener(
+                listen_conninfo,
+                channel=INTAKE_CHANNEL,
+                on_notify=lambda _payload: self.wake(),
+                on_connected=self.wake,
+                thread_name="workqueue-intake-listen",
+                description="intake listener",
+            )
+            if listen_conninfo
+            else None
+        )
+
+    def start(self) -> None:
+        self._wake.set()  # catch up with deliveries stored while nobody resolved
+        self._thread.start()
+        if self._listener is not None:
+            self._listener.start()
+
+    def wake(self) -> None:
+        """A delivery was stored: resolve soon."""
+        self._wake.set()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop after the batch in progress (its transaction commits or rolls back whole)."""
+        self._stopping.set()
+        self._wake.set()
+        if self._listener is not None:
+            self._listener.stop()
+        if self._thread.ident is not None:
+            self._thread.join(timeout)
+
+    def resolve_waiting(self) -> int:
+        """Resolve batches until none is full; returns how many deliveries were resolved."""
+        total = 0
+        while not self._stopping.is_set():
+            with self._sessions() as session:
+                deliveries = intake.claim(session, self._batch_size)
+                if not deliveries:
+                    return total
+                try:
+                    result = intake.resolve(session, self._registry, deliveries)
+                    session.commit()
+                except Exception as error:
+                    session.rollback()
+                    if is_database_unavailable(error):
+                        raise
+                    logger.warning(
+                        "resolving %d deliveries failed (%s); one by one", len(deliveries), error
+                    )
+                    result = self._one_by_one([delivery.id for delivery in deliveries])
+            if result.item_ids:
+                self._on_items(result.item_ids)
+            total += result.deliveries
+            if len(deliveries) < self._batch_size:
+                return total
+        return total
+
+    def _one_by_one(self, delivery_ids: list[int]) -> ResolvedBatch:
+        done = ResolvedBatch()
+        for delivery_id in delivery_ids:
+            result = self._resolve_alone(delivery_id)
+            done.deliveries += result.deliveries
+            done.item_ids += result.item_ids
+        return done
+
+    def _resolve_alone(self, delivery_id: int) -> ResolvedBatch:
+        """One delivery in its own transaction, a few times; then it is dropped."""
+        for attempt in range(1, ATTEMPTS_ALONE + 1):
+            with self._sessions() as session:
+                try:
+                    result = intake.resolve_one(session, self._registry, delivery_id)
+                    session.commit()
+                except Exception as error:
+                    session.rollback()
+                    if is_database_unavailable(error):
+                        raise
+                    if attempt < ATTEMPTS_ALONE:
+                        continue
+                    logger.exception(
+                        "delivery %d could not be resolved (%d attempts) and is dropped",
+                        delivery_id,
+                        attempt,
+                    )
+                    intake.forget(session, delivery_id)
+                    session.commit()
+                else:
+                    return result
+        return ResolvedBatch()
+
+    def _run_forever(self) -> None:
+        failure_delay = 0.0
+        while not self._stopping.is_set():
+            woken = self._wake.wait(failure_delay or self._sweep_seconds)
+            self._wake.clear()
+            if self._stopping.is_set():
+                return
+            del woken  # a sweep and a wake-up do the same
+            try:
+                self.resolve_waiting()
+                failure_delay = 0.0
+            except Exception as error:
+                failure_delay = min(max(failure_delay * 2, 0.5), MAX_FAILURE_DELAY_SECONDS)
+                if is_database_unavailable(error):
+                    logger.warning(
+                        "intake: database unavailable (%s); retrying in %.1f s",
+                        error,
+                        failure_delay,
+                    )
+                else:
+                    logger.exception("intake error; retrying in %.1f s", failure_delay)
