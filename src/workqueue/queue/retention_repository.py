@@ -49,7 +49,7 @@ def cutoff_before(session: Session, age: timedelta) -> datetime:
 # then every row about them. SKIP LOCKED: a row some request holds is left
 # for a later run rather than waited for. The CTE's row locks re-check the
 # phase, so an item retried before the lock is no longer selected.
-_DELETE_BATCH = sa.text(
+DELETE_BATCH = sa.text(
     """
     WITH doomed AS (
         SELECT id FROM work_items
@@ -89,7 +89,7 @@ _DELETE_BATCH = sa.text(
 
 def delete_finished_batch(session: Session, *, cutoff: datetime, batch_size: int) -> PruneCounts:
     """Delete up to `batch_size` items finished before `cutoff`, with their rows."""
-    row = session.execute(_DELETE_BATCH, {"cutoff": cutoff, "batch_size": batch_size}).one()
+    row = session.execute(DELETE_BATCH, {"cutoff": cutoff, "batch_size": batch_size}).one()
     return PruneCounts(*(int(value) for value in row))
 
 

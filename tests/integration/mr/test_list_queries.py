@@ -122,10 +122,18 @@ def test_newest_first_lists_walk_an_index_instead_of_sorting_the_table(sessions)
             limit=50,
             cursor=None,
         )
-        for statement, index in (
-            (mr_page, "ix_work_items_created_at_id"),
-            (generic, "ix_work_items_item_type_phase_created_at_id"),
+        # With every item of one type, (phase, created_at, id) (0011) serves
+        # the generic page as well as (item_type, phase, created_at, id).
+        for statement, indexes in (
+            (mr_page, ["ix_work_items_created_at_id"]),
+            (
+                generic,
+                [
+                    "ix_work_items_item_type_phase_created_at_id",
+                    "ix_work_items_phase_created_at_id",
+                ],
+            ),
         ):
             plan = _plan(session, statement)
-            assert index in plan, plan
+            assert any(f"using {index} on" in plan for index in indexes), plan
             assert "Sort" not in plan, plan
