@@ -142,7 +142,16 @@ def _run_server(
 def build_uvicorn(application: FastAPI, listener: socket.socket, level: str) -> uvicorn.Server:
     host, port = listener.getsockname()[:2]
     # log_config=None: uvicorn's loggers go through our handler (text or JSON).
-    config = uvicorn.Config(application, host=host, port=port, log_level=level, log_config=None)
+    # "auto": uvloop and httptools when installed (dependencies), else asyncio and h11.
+    config = uvicorn.Config(
+        application,
+        host=host,
+        port=port,
+        log_level=level,
+        log_config=None,
+        loop="auto",
+        http="auto",
+    )
     return uvicorn.Server(config)
 
 
