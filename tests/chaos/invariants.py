@@ -189,3 +189,17 @@ def check_deliveries(conninfo: str, acknowledged: Iterable[str], verdict: Verdic
     verdict.figures["webhooks_lost"] = len(lost)
     verdict.check(not lost, f"{len(lost)} acknowledged deliveries not recorded: {lost[:3]}")
     verdict.check(pending == 0, f"{pending} events never processed")
+
+
+def stuck_items(conninfo: str, limit: int = 5) -> list[tuple[Any, ...]]:
+    """Items still active, with what they wait for: for the message when a run stalls."""
+    return _rows(
+        conninfo,
+        "SELECT w.id::text, w.actionable, w.attempts, left(w.error, 120), "
+        "  w.leased_until > now() AS leased, d.mr_iid, d.detailed_merge_status, "
+        "  (SELECT string_agg(s.dimension || '=' || s.status, ',') "
+        "   FROM work_item_statuses AS s WHERE s.work_item_id = w.id) "
+        "FROM work_items AS w LEFT JOIN mr_details AS d ON d.id = w.id "
+        "WHERE w.phase = 'active' ORDER BY w.created_at LIMIT %s",
+        limit,
+    )

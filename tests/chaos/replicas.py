@@ -113,6 +113,7 @@ class Replica:
         self._database_url = database_url
         self._process: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        self.ready = False  # answered /readyz since its last start
         self.log_path = workdir / f"{name}.log"
 
     @property
@@ -157,6 +158,7 @@ class Replica:
         while True:
             try:
                 if httpx.get(f"{self.base_url}/readyz", timeout=2).status_code == 200:
+                    self.ready = True
                     return time.monotonic() - started
             except httpx.HTTPError:
                 pass
@@ -167,11 +169,13 @@ class Replica:
             time.sleep(0.1)
 
     def kill9(self) -> None:
+        self.ready = False
         if self._process is not None and self.alive:
             self._process.send_signal(signal.SIGKILL)
             self._process.wait(30)
 
     def stop(self) -> None:
+        self.ready = False
         if self._process is None or not self.alive:
             return
         self._process.send_signal(signal.SIGTERM)

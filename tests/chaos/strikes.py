@@ -60,7 +60,7 @@ def strike(
                     and (call.started_at or 0) >= armed_at
                 ):
                     victim = next((r for r in group if r.name == call.caller), None)
-                    if victim is not None and victim.alive:
+                    if victim is not None and victim.ready:
                         victim.kill9()
                         branches = {
                             mr["iid"]: mr["source_branch"]
@@ -73,7 +73,7 @@ def strike(
         kind = f"{kind}_missed"
     else:
         time.sleep(rng.uniform(0, 1.5))
-    victim = rng.choice([r for r in group if r.alive])
+    victim = rng.choice([r for r in group if r.ready])
     victim.kill9()
     return Strike(kind, victim.name, time.time(), None)
 

@@ -192,11 +192,12 @@ def terminal_count(conninfo: str) -> int:
     return int(row[0]) if row else 0
 
 
-def wait_for(condition: Any, timeout: float, interval: float = 0.25) -> float:
-    """Seconds until `condition()` holds; TimeoutError after `timeout`."""
+def wait_for(condition: Any, timeout: float, interval: float = 0.25, explain: Any = None) -> float:
+    """Seconds until `condition()` holds; TimeoutError after `timeout` (with `explain()`)."""
     started = time.monotonic()
     while not condition():
         if time.monotonic() - started > timeout:
-            raise TimeoutError(f"not reached within {timeout} s")
+            why = f": {explain()}" if explain is not None else ""
+            raise TimeoutError(f"not reached within {timeout} s{why}")
         time.sleep(interval)
     return time.monotonic() - started
