@@ -19,7 +19,7 @@ samples after the first fifth (warm-up) and prints one line per figure and
 one verdict line, `soak: PASS|FAIL ...`: a series fails when its fitted
 growth over the run exceeds its tolerance, or when an item was lost.
 
-Usage: python benchmarks/soak.py --minutes 30 [--rate 2.0] [--json] [--progress]
+Usage: python benchmarks/soak.py --minutes 30 [--rate 1.0] [--json] [--progress]
 """
 
 from __future__ import annotations
@@ -98,8 +98,8 @@ class Items:
     """Items in flight, by what the driver waits for next."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
-    awaiting_mr: dict[uuid.UUID, float] = field(default_factory=dict)
-    awaiting_merge: dict[uuid.UUID, float] = field(default_factory=dict)
+    awaiting_mr: dict[uuid.UUID, tuple[float, str]] = field(default_factory=dict)  # since, branch
+    awaiting_merge: dict[uuid.UUID, tuple[float, int]] = field(default_factory=dict)  # since, iid
     known: list[uuid.UUID] = field(default_factory=list)
     submitted: int = 0
     completed: int = 0
@@ -162,22 +162,30 @@ class Load:
                 else:
                     item_id = uuid.UUID(response.json()["id"])
                     with self.items.lock:
-                        self.items.awaiting_mr[item_id] = time.time()
+                        self.items.awaiting_mr[item_id] = (time.time(), branch_of(n))
                         self.items.known.append(item_id)
                         self.items.submitted += 1
 
     def drive_loop(self) -> None:
-        """Move each item on: MR opened → green pipeline + hook; completed → late hook."""
+        """Move each item on: MR opened → green pipeline + hook; completed → late hook.
+
+        What GitLab holds is read from the simulator in this process, and an
+        item is fetched from the service only once its MR is merged: the
+        driver's own cost per item stays constant, so a backlog it built
+        itself cannot pass for the service's.
+        """
         with self.client() as client:
             while not self.stopping.is_set():
                 with self.items.lock:
                     waiting_mr = list(self.items.awaiting_mr.items())
                     waiting_merge = list(self.items.awaiting_merge.items())
-                for item_id, since in waiting_mr:
-                    body = self.get(client, item_id)
-                    iid = body["details"].get("mr_iid") if body else None
-                    if iid is None:
+                for item_id, (since, branch) in waiting_mr:
+                    opened = self.simulator.merge_requests(
+                        PROJECT, state="opened", source_branch=branch
+                    )
+                    if not opened:
                         continue
+                    iid = int(opened[0]["iid"])
                     pipeline = self.simulator.create_pipeline(
                         PROJECT, merge_request_iid=iid, status="success"
                     )
@@ -187,14 +195,14 @@ class Load:
                     self.deliver(client, hook, delivery)  # a redelivery: no effect
                     with self.items.lock:
                         del self.items.awaiting_mr[item_id]
-                        self.items.awaiting_merge[item_id] = since
-                for item_id, since in waiting_merge:
+                        self.items.awaiting_merge[item_id] = (since, iid)
+                for item_id, (since, iid) in waiting_merge:
+                    if self.simulator.merge_request(PROJECT, iid)["state"] != "merged":
+                        continue
                     body = self.get(client, item_id)
                     if body is None or body["phase"] == "active":
                         continue
-                    late = self.simulator.merge_request_hook(
-                        PROJECT, body["details"]["mr_iid"], action="merge"
-                    )
+                    late = self.simulator.merge_request_hook(PROJECT, iid, action="merge")
                     self.deliver(client, late, str(uuid.uuid4()))
                     with self.items.lock:
                         del self.items.awaiting_merge[item_id]
@@ -249,10 +257,14 @@ def hook_event(hook: dict[str, Any]) -> str:
     return kinds[str(hook["object_kind"])]
 
 
+def branch_of(n: int) -> str:
+    return f"workqueue/soak-{n}"
+
+
 def submission(n: int) -> dict[str, Any]:
     return {
         "project": PROJECT,
-        "source_branch": f"workqueue/soak-{n}",
+        "source_branch": branch_of(n),
         "title": f"soak item {n}",
         "commit_message": f"Add item {n}",
         "file_actions": [{"action": "create", "file_path": f"items/{n}.txt", "content": f"{n}\n"}],
@@ -414,7 +426,7 @@ def summary_line(result: dict[str, Any]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=30.0)
-    parser.add_argument("--rate", type=float, default=2.0, help="submissions per second")
+    parser.add_argument("--rate", type=float, default=1.0, help="submissions per second")
     parser.add_argument("--json", action="store_true", help="the whole result, samples included")
     parser.add_argument("--progress", action="store_true", help="print each sample to stderr")
     parser.add_argument("--database-url", help="use this database instead of an embedded one")
