@@ -71,7 +71,10 @@ DELETE_BATCH = sa.text(
         RETURNING 1
     ),
     outbox_deliveries AS (
-        DELETE FROM outbox_deliveries WHERE work_item_id IN (SELECT id FROM doomed)
+        -- IS NOT NULL spelled out: the join alone does not let the planner
+        -- use the partial ix_outbox_deliveries_work_item_id.
+        DELETE FROM outbox_deliveries
+        WHERE work_item_id IS NOT NULL AND work_item_id IN (SELECT id FROM doomed)
         RETURNING 1
     ),
     items AS (
