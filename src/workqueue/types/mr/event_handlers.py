@@ -74,9 +74,10 @@ def on_merge_request(context: EventContext) -> EventResult | None:
     by = f" by {hook.username}" if hook.username else ""
     if hook.state in {"merged", "closed"} or action in {"merge", "close"}:
         # A claim to check, not a phase to apply (see the docstring).
+        state = f", state {hook.state}" if hook.state else ""
         return EventResult(
             dimensions=(_RECONCILE,),
-            reason=f"MR !{iid}: {action}{by}, state {hook.state}; confirming with GitLab",
+            reason=f"MR !{iid}: {action}{by}{state}; confirming with GitLab",
         )
     if action == "update" and hook.oldrev is not None:
         new_head = hook.last_commit_id
@@ -129,7 +130,11 @@ def on_pipeline(context: EventContext) -> EventResult | None:
             "head_pipeline_sha": sha,
             "head_pipeline_status": hook.status,
         },
-        reason=f"pipeline {pipeline_id} is {hook.status}"
+        reason=(
+            f"pipeline {pipeline_id} is {hook.status}"
+            if hook.status
+            else f"pipeline {pipeline_id} sent no status"
+        )
         + (f"; failed jobs: {', '.join(failed)}" if failed else ""),
     )
 
@@ -157,9 +162,10 @@ def on_job(context: EventContext) -> EventResult | None:
         return None  # a pipeline the head pipeline superseded
     dimensions = (_ci_retry(name),) if pipeline_id == known else (_RECONCILE, _ci_retry(name))
     reason = hook.failure_reason or "unknown_failure"
+    job = f"job {name} ({hook.build_id})" if hook.build_id is not None else f"job {name}"
     return EventResult(
         dimensions=dimensions,
-        reason=f"job {name} ({hook.build_id}) of pipeline {pipeline_id} failed: {reason}",
+        reason=f"{job} of pipeline {pipeline_id} failed: {reason}",
     )
 
 
