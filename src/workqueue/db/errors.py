@@ -46,3 +46,17 @@ def is_transaction_conflict(error: BaseException) -> bool:
     """Another transaction won a race; running this one again from scratch is correct."""
     driver_error = _driver_error(error)
     return isinstance(driver_error, psycopg.Error) and driver_error.sqlstate in _CONFLICT_SQLSTATES
+
+
+# Deadlock and serialization failure only: a unique violation may be the
+# action's own fault and must count as a failed attempt.
+_LOCK_CONFLICT_SQLSTATES = frozenset({"40P01", "40001"})
+
+
+def is_lock_conflict(error: BaseException) -> bool:
+    """The transaction lost a lock race (deadlock, serialization): nobody's fault, retry it."""
+    driver_error = _driver_error(error)
+    return (
+        isinstance(driver_error, psycopg.Error)
+        and driver_error.sqlstate in _LOCK_CONFLICT_SQLSTATES
+    )

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from workqueue.db.errors import is_database_unavailable
+from workqueue.db.errors import is_database_unavailable, is_lock_conflict
 from workqueue.queue import lease_repository, outbox, step_repository
 from workqueue.queue.audit import AuditEntry, AuditLog
 from workqueue.queue.config import ProcessingConfig
@@ -43,7 +43,8 @@ ItemCommitted = Callable[[uuid.UUID, str | None], None]
 
 
 class DatabaseUnavailableError(Exception):
-    """The database could not be reached during a step: nothing of it was committed."""
+    """The database could not be reached during a step, or the step lost a lock race
+    (a deadlock): nothing of it was committed, and it is not the actions' fault."""
 
 
 class ClaimOutcome(enum.StrEnum):
@@ -86,16 +87,21 @@ class _ClaimsRun:
     """The claims one worker processes until each ends, and how each ended."""
 
     claims: Sequence[lease_repository.Claim]
-    deadline: float  # monotonic
+    deadline_seconds: float  # per claim, from its first step (DDR-44)
     on_end: Callable[[lease_repository.Claim, ClaimResult], None] | None = None
     pending: list[lease_repository.Claim] = field(init=False)
     batch_limit: int = field(init=False)
     results: dict[uuid.UUID, ClaimResult] = field(default_factory=dict)
     wake_at: dict[uuid.UUID, float] = field(default_factory=dict)  # monotonic, per item
+    first_step_at: dict[uuid.UUID, float] = field(default_factory=dict)  # monotonic
 
     def __post_init__(self) -> None:
         self.pending = list(self.claims)
         self.batch_limit = len(self.pending)
+
+    def out_of_time(self, claim: lease_repository.Claim) -> bool:
+        started = self.first_step_at.get(claim.item_id)
+        return started is not None and time.monotonic() - started >= self.deadline_seconds
 
     def end(self, claim: lease_repository.Claim, outcome: ClaimOutcome) -> None:
         self.pending.remove(claim)
@@ -106,17 +112,27 @@ class _ClaimsRun:
             self.on_end(claim, result)
 
     def record(self, steps: dict[uuid.UUID, _Step]) -> None:
-        """Take in one step's results; claims it did not reach stay pending."""
+        """Take in one step's results.
+
+        Claims the step did not reach go first next time and those that
+        stepped and continue go last, so one item with many slow steps
+        cannot keep the others of its batch waiting.
+        """
+        reached = []
         for claim in list(self.pending):
             step = steps.get(claim.item_id)
             if step is None:
                 continue
+            self.first_step_at.setdefault(claim.item_id, step.started)
             if step.state.wake_in_seconds is not None:
                 # Relative to the step's start; re-based to the claim's end.
                 due = step.started + step.state.wake_in_seconds
                 self.wake_at[claim.item_id] = min(self.wake_at.get(claim.item_id, due), due)
             if step.ending is not _Ending.CONTINUE:
                 self.end(claim, ClaimOutcome[step.ending.name])
+            else:
+                reached.append(claim)
+        self.pending = [claim for claim in self.pending if claim not in reached] + reached
 
 
 @dataclass
@@ -189,18 +205,14 @@ class ItemLoop:
 
         `on_end` hears of each claim as soon as it ends, while others go on.
         """
-        run = _ClaimsRun(
-            claims,
-            deadline=time.monotonic() + self._config.item_deadline_seconds,
-            on_end=on_end,
-        )
+        run = _ClaimsRun(claims, deadline_seconds=self._config.item_deadline_seconds, on_end=on_end)
         reconnect_delay = 0.2
         while run.pending:
             for claim in [claim for claim in run.pending if lease_lost(claim.item_id)]:
                 run.end(claim, ClaimOutcome.LOST)
-            if run.pending and (should_stop() or time.monotonic() >= run.deadline):
-                for claim in list(run.pending):
-                    run.end(claim, self._release(claim))
+            stopping = should_stop()
+            for claim in [claim for claim in run.pending if stopping or run.out_of_time(claim)]:
+                run.end(claim, self._release(claim))
             if not run.pending:
                 break
             try:
@@ -213,7 +225,7 @@ class ItemLoop:
                 # is not the actions' fault. Keep the claims and try again until
                 # the database is back or the deadline passes.
                 logger.warning(
-                    "database unavailable while processing %d items: %s",
+                    "database unavailable or lock conflict while processing %d items: %s",
                     len(run.pending),
                     error.__cause__,
                 )
@@ -248,7 +260,7 @@ class ItemLoop:
                     for item_id in lost.item_ids
                 }
             except Exception as error:
-                if is_database_unavailable(error):
+                if is_database_unavailable(error) or is_lock_conflict(error):
                     raise DatabaseUnavailableError from error
                 session.rollback()
                 if batch.isolated:
@@ -297,6 +309,8 @@ class ItemLoop:
         assert unit.error is not None  # noqa: S101 - caller checked
         if not batch.isolated:
             raise unit.error  # a lone item: the whole step rolls back (see `_step`)
+        if unit.entangled:
+            raise _SplitBatchError  # its writes cannot be undone alone
         # At once: its savepoint must not enclose the next item's.
         batch.failures.append((unit, self._fail_in_batch(session, unit)))
 

@@ -20,7 +20,9 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.orm import Session, SessionTransaction
 
 from workqueue.queue import outbox, step_repository
@@ -68,6 +70,8 @@ class StepUnit:
     savepoint: SessionTransaction | None = None
     error: Exception | None = None
     more_work: bool = False  # the decider still has an action after this step's
+    # Changes outside the savepoint that the batch cannot undo on its own.
+    entangled: bool = False
     # `updated_at` as read, before this step's own writes move it: going idle
     # requires it unchanged (nobody enqueued work meanwhile).
     seen_updated_at: datetime = field(init=False)
@@ -84,13 +88,30 @@ class StepUnit:
         return self.claim.item_id
 
     def protect(self, session: Session) -> None:
-        """Take this item's savepoint before its first write (once; only inside a batch)."""
-        if self.isolated and self.savepoint is None:
-            self.savepoint = session.begin_nested()
+        """Take this item's savepoint before its first write (once; only inside a batch).
+
+        Changes already made to the item in memory must end up inside the
+        savepoint, but opening one flushes the session first: they are set
+        aside, the savepoint opened, and then applied again. A change that
+        cannot be carried over (not a plain column) leaves the unit
+        `entangled`: if it then fails, the batch is stepped item by item.
+        """
+        if not self.isolated or self.savepoint is not None:
+            return
+        pending = _pending_column_changes(self.item)
+        if pending is None:
+            self.entangled = True
+        elif pending:
+            session.expire(self.item, list(pending))
+        self.savepoint = session.begin_nested()
+        for key, value in (pending or {}).items():
+            setattr(self.item, key, value)
 
     def discard(self, session: Session) -> None:
         """Undo this item's part after a failure: its writes and its in-memory changes."""
-        if self.savepoint is not None and self.savepoint.is_active:
+        # A failed flush leaves the savepoint inactive but still current: it
+        # must be rolled back all the same before the session can go on.
+        if self.savepoint is not None and session.get_nested_transaction() is self.savepoint:
             self.savepoint.rollback()
         self.savepoint = None
         session.expire(self.item)
@@ -197,6 +218,20 @@ def _execute(
             state.wake_within((update.pending_until - now).total_seconds())
     unit.dimension_writes += context.dimension_updates
     return dimensions.with_updates(context.dimension_updates)
+
+
+def _pending_column_changes(item: WorkItem) -> dict[str, Any] | None:
+    """The item's unflushed column changes (name → new value); None if others are pending."""
+    state = sa.inspect(item)
+    columns = state.mapper.column_attrs.keys()
+    pending: dict[str, Any] = {}
+    for attribute in state.attrs:
+        if not attribute.history.has_changes():
+            continue
+        if attribute.key not in columns:
+            return None
+        pending[attribute.key] = attribute.value
+    return pending
 
 
 def decide(

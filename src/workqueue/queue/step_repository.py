@@ -164,7 +164,7 @@ def finish_steps(
         driver_connection(session)
         .execute(
             "SELECT item_id, outcome FROM workqueue_finish_steps("
-            "%s::uuid[], %s::uuid[], %s::timestamptz[], %s::boolean[], %s::boolean[], %s)",
+            "%s::uuid[], %s::uuid[], %s::timestamptz[], %s::boolean[], %s::boolean[], %s, %s)",
             (
                 [end.claim.item_id for end in ends],
                 [end.claim.lease_token for end in ends],
@@ -172,6 +172,8 @@ def finish_steps(
                 [end.want_idle for end in ends],
                 [end.action_succeeded for end in ends],
                 lease_seconds,
+                # A lone item may wait for its lock; a batch must not (see 0012).
+                len(ends) == 1,
             ),
         )
         .fetchall()
