@@ -9,6 +9,7 @@ nothing but the herder acts on the MR.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Iterator
@@ -248,6 +249,27 @@ def test_an_item_whose_head_sha_disagrees_is_not_retried(scene_factory, sessions
         scene.run(item_id, JOB)
         assert len(jobs_named(simulator, pipeline_id)) == 1
         assert ci_row(sessions, item_id).status == DimensionStatus.FALSE
+
+
+def test_a_skipped_retry_names_what_it_knows_and_never_prints_none(
+    scene_factory, sessions, simulator, caplog
+):
+    with caplog.at_level(logging.INFO, logger="workqueue.audit"), scene_factory() as (scene, _):
+        item_id, iid = scene.new_item()
+        pipeline_id = scene.failed_pipeline(item_id, iid, failed())
+        # A human's push: the MR's new head has no pipeline yet, so GitLab names no head pipeline.
+        simulator.push(PROJECT, "workqueue/sync-kernel", {"human.txt": "a human's fix\n"})
+        assert simulator.merge_request(PROJECT, iid)["head_pipeline"] is None
+        scene.run(item_id, JOB)
+    (skipped,) = [
+        record.getMessage()
+        for record in caplog.records
+        if "ci_retry_skipped" in record.getMessage()
+    ]
+    assert (
+        f"pipeline {pipeline_id} is no longer the MR's head pipeline (GitLab names none)" in skipped
+    )
+    assert "None" not in skipped
 
 
 def test_a_job_that_is_no_longer_failed_is_left_alone(scene_factory, sessions, simulator):

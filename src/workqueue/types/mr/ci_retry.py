@@ -156,9 +156,10 @@ class CIRetryExecutor:
         facts: dict[str, Any] = {"job_id": job.id, "pipeline_id": pipeline_id}
         known_sha = item.head_pipeline_sha
         if job.sha != merge_request.sha or (known_sha is not None and job.sha != known_sha):
+            recorded = f" (the item's head pipeline ran on {known_sha})" if known_sha else ""
             raise _NoRetry(
-                f"job {job.id} ran on {job.sha}, not on the MR's head {merge_request.sha} "
-                f"(item's head pipeline sha {known_sha})",
+                f"job {job.id} ran on {job.sha or 'an unknown commit'}, not on the MR's head "
+                f"{merge_request.sha or '(none)'}{recorded}",
                 **facts,
             )
         if job.status != "failed":
@@ -177,9 +178,10 @@ class CIRetryExecutor:
             if merge_request.state != "opened":
                 raise _NoRetry(f"the MR is {merge_request.state}")
             if merge_request.head_pipeline_id != pipeline_id:
+                now = merge_request.head_pipeline_id
                 raise _NoRetry(
                     f"pipeline {pipeline_id} is no longer the MR's head pipeline "
-                    f"(GitLab says {merge_request.head_pipeline_id})",
+                    + (f"(GitLab says {now})" if now is not None else "(GitLab names none)"),
                     pipeline_id=pipeline_id,
                 )
             return merge_request, self._gitlab.pipeline_jobs(item.project, pipeline_id)

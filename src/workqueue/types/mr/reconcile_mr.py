@@ -137,7 +137,9 @@ class ReconcileMR:
         if merged.state != "merged":
             record_observed(context, item, merged)
             left = MergeBlocker(
-                BlockerCode.GITLAB_CHECKING, f"the merge left the MR {merged.state}", transient=True
+                BlockerCode.GITLAB_CHECKING,
+                f"the merge left the MR {merged.state or 'in a state GitLab did not name'}",
+                transient=True,
             )
             show_blocker(context, item, left)
             self._not_now(context, left.message, transient=True)
