@@ -67,6 +67,10 @@ docs: dev ## Build the documentation site into build/site (strict: a broken link
 test: lint lint-deploy docs ## Install dev dependencies, lint, build the docs, run the whole test suite
 	$(BIN)/pytest -q
 
+.PHONY: chaos
+chaos: dev ## Chaos suite at full size: kills, database cuts, GitLab storms, webhook abuse (~20 min)
+	WORKQUEUE_CHAOS=full $(BIN)/pytest -q -m chaos -p no:cacheprovider --timeout 1800 tests/chaos
+
 .PHONY: bench
 bench: dev ## Engine benchmark (starts its own embedded PostgreSQL)
 	$(BIN)/python benchmarks/engine.py
