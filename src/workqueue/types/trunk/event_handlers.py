@@ -42,7 +42,11 @@ def on_pipeline(context: EventContext) -> EventResult | None:
     if item.pipeline_id is None and request == item.id:
         return EventResult(
             dimensions=(DimensionUpdate(TrunkDimension.NEEDS_PROCESS, DimensionStatus.TRUE),),
-            reason=f"pipeline {pipeline_id} was triggered for this head; adopting it",
+            reason=(
+                f"pipeline {pipeline_id} was triggered for this head; adopting it"
+                if pipeline_id is not None
+                else "a pipeline was triggered for this head; adopting it"
+            ),
         )
     return None
 
