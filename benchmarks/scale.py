@@ -38,6 +38,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,7 @@ from workqueue.db.embedded import EmbeddedPostgres
 from workqueue.db.engine import build_engine, build_sessions
 from workqueue.db.migrate import upgrade_to_head
 from workqueue.db.url import libpq_conninfo
-from workqueue.queue import lease_repository, read_repository, repository
+from workqueue.queue import lease_repository, read_repository, repository, retention_repository
 from workqueue.queue.models import Phase, WorkItem
 from workqueue.testing.gitlab_simulator import GitLabSimulator
 from workqueue.types.mr.models import MRWorkItem
@@ -390,6 +391,22 @@ def sizes(engine: Engine) -> dict[str, Any]:
     return {"tables": tables, "work_items_and_mr_details_indexes_mib": indexes}
 
 
+def prune_batch_plan(engine: Engine) -> dict[str, Any]:
+    """One batch of `prune --older-than 90d` under EXPLAIN (ANALYZE, BUFFERS), rolled back."""
+    capture = StatementCapture(engine)
+
+    def batch(session: Session) -> object:
+        cutoff = retention_repository.cutoff_before(session, timedelta(days=90))
+        capture.statements.clear()  # only the batch, not the cutoff
+        return retention_repository.delete_finished_batch(session, cutoff=cutoff, batch_size=1000)
+
+    plan = explain(engine, capture, batch)
+    summary = plan_summary(plan)
+    summary["deletes"] = [line.strip() for line in plan.splitlines() if "Delete on" in line]
+    summary["triggers"] = [line.strip() for line in plan.splitlines() if "Trigger" in line]
+    return summary
+
+
 def run_prune(url: URL, workdir: Path) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WORKQUEUE_", "DATABASE_"))}
     env["DATABASE_URL"] = url.render_as_string(hide_password=False)
@@ -478,6 +495,7 @@ def main() -> int:
         small, large = (results[f"at_{t + a}"] for t, a in zip(terminal, active, strict=True))
         results["growth"] = growth(small, large)
         if not arguments.no_prune:
+            results["prune_batch_plan"] = prune_batch_plan(engine)
             results["prune"] = run_prune(url, workdir)
             results["after_prune_sizes"] = sizes(engine)
         engine.dispose()
@@ -489,6 +507,14 @@ def main() -> int:
         arguments.json.write_text(json.dumps(results, indent=2), encoding="utf-8")
     report(results, small, large)
     return 0
+
+
+def report_prune(results: dict[str, Any]) -> None:
+    plan = results["prune_batch_plan"]
+    print(f"plan prune batch: uses_index={plan['uses_index']}")
+    for line in plan["scans"] + plan["deletes"] + plan["triggers"] + plan["execution"]:
+        print(f"    {line}")
+    print(f"prune: {json.dumps(results['prune'])}")
 
 
 def report(results: dict[str, Any], small: dict[str, Any], large: dict[str, Any]) -> None:
@@ -514,7 +540,7 @@ def report(results: dict[str, Any], small: dict[str, Any], large: dict[str, Any]
         print(f"{key}: {small['http'][key]} -> {large['http'][key]}")
     print(json.dumps({"sizes_small": small["sizes"], "sizes_large": large["sizes"]}))
     if "prune" in results:
-        print(f"prune: {json.dumps(results['prune'])}")
+        report_prune(results)
     for name, figure in large["http"].items():
         if isinstance(figure, dict) and "alone_p99_ms" in figure:
             before = small["http"][name]
