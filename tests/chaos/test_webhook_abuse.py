@@ -32,7 +32,7 @@ from workqueue.testing.gitlab_simulator import GitLabSimulator, JobSpec
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 
 REPLICAS = 2
-ITEMS, BURST = (50, 10_000) if FULL else (20, 1_000)
+ITEMS, BURST = (50, 10_002) if FULL else (20, 1_000)
 COPIES = 3  # each delivery sent this many times with the same key
 UNKNOWN_SHARE = 0.1  # of the burst: hooks about projects nobody knows
 SENDERS = 8
