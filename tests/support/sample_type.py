@@ -48,6 +48,7 @@ class Behaviour:
     sleep_seconds: float = 0.0
     failures: dict[str, int] = field(default_factory=dict)  # variant -> failures left
     permanent: set[str] = field(default_factory=set)
+    retry_after: float | None = None  # failures carry it, like a server's Retry-After
     defer_once: dict[str, float] = field(default_factory=dict)  # variant -> seconds
     block: threading.Event | None = None  # wait on it before finishing
     started: threading.Event = field(default_factory=threading.Event)
@@ -84,7 +85,9 @@ def make_step_executor(behaviour: Behaviour) -> Any:
                 if left:
                     behaviour.failures[variant] = left - 1
             if left:
-                raise RuntimeError(f"transient trouble in step {variant}")
+                trouble = RuntimeError(f"transient trouble in step {variant}")
+                trouble.retry_after = behaviour.retry_after  # type: ignore[attr-defined]
+                raise trouble
             if variant in behaviour.defer_once:
                 delay = behaviour.defer_once.pop(variant)
                 context.defer("needs_step", timedelta(seconds=delay), variant=variant)

@@ -11,6 +11,20 @@ class PermanentError(Exception):
     """
 
 
+def retry_after_seconds(error: BaseException) -> float:
+    """How long the failed call's server asked to be left alone (0 when it did not say).
+
+    Any exception may carry a `retry_after` attribute in seconds (the GitLab
+    adapter sets it from `Retry-After`); the engine schedules the next attempt no
+    sooner than that, whatever its own backoff says. Duck-typed, so the engine
+    needs to know nothing about where the error came from.
+    """
+    value = getattr(error, "retry_after", None)
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < 86_400:
+        return float(value)
+    return 0.0
+
+
 class LeaseLostError(Exception):
     """This worker's lease was taken over; its outcome must not be written."""
 

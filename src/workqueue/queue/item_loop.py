@@ -28,7 +28,7 @@ from workqueue.db.errors import is_database_unavailable, is_lock_conflict
 from workqueue.queue import lease_repository, outbox, step_repository
 from workqueue.queue.audit import AuditEntry, AuditLog
 from workqueue.queue.config import ProcessingConfig
-from workqueue.queue.errors import PermanentError
+from workqueue.queue.errors import PermanentError, retry_after_seconds
 from workqueue.queue.item_step import LeaseLost, ShouldStop, StepState, StepUnit, run_unit
 from workqueue.queue.models import Phase, WorkItem
 from workqueue.queue.observer import EngineObserver
@@ -485,6 +485,7 @@ class ItemLoop:
             max_attempts=self._config.max_attempts,
             backoff_initial_seconds=self._config.backoff_initial_seconds,
             backoff_max_seconds=self._config.backoff_max_seconds,
+            not_before_seconds=retry_after_seconds(error),
         )
         if outcome is None:
             return None

@@ -168,11 +168,13 @@ def record_failure(
     max_attempts: int,
     backoff_initial_seconds: float,
     backoff_max_seconds: float,
+    not_before_seconds: float = 0.0,
 ) -> FailureOutcome | None:
     """Count a failed action: back off, or fail the item; None when the lease was lost.
 
     `attempts` counts consecutive failures (DDR-14). The delay before the next
-    attempt doubles from `backoff_initial_seconds` up to `backoff_max_seconds`.
+    attempt doubles from `backoff_initial_seconds` up to `backoff_max_seconds`,
+    and is at least `not_before_seconds` (a server's `Retry-After`).
     """
     row = session.execute(
         sa.text(
@@ -183,8 +185,8 @@ def record_failure(
             "          THEN 'failed' ELSE phase END, "
             "  actionable = NOT (:permanent OR attempts + 1 >= :max_attempts), "
             "  next_attempt_at = CASE WHEN :permanent OR attempts + 1 >= :max_attempts "
-            "    THEN NULL ELSE now() + make_interval(secs => least("
-            "      :backoff_initial * power(2, attempts), :backoff_max)) END, "
+            "    THEN NULL ELSE now() + make_interval(secs => greatest(least("
+            "      :backoff_initial * power(2, attempts), :backoff_max), :not_before)) END, "
             "  leased_until = NULL, lease_token = NULL, updated_at = now() "
             "WHERE id = :id AND lease_token = :token "
             "RETURNING attempts, phase, project_path, "
@@ -196,6 +198,7 @@ def record_failure(
             "max_attempts": max_attempts,
             "backoff_initial": backoff_initial_seconds,
             "backoff_max": backoff_max_seconds,
+            "not_before": not_before_seconds,
             "id": claim.item_id,
             "token": claim.lease_token,
         },

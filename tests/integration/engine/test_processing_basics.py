@@ -74,6 +74,23 @@ def test_backoff_delays_the_next_attempt(sessions):
     assert item_row(sessions, item_id).attempts == 0
 
 
+def test_a_failure_asking_to_wait_is_retried_no_sooner_than_it_asked(sessions):
+    # A server's Retry-After (carried as `retry_after`) outweighs a shorter backoff.
+    behaviour = Behaviour(failures={"a": 1}, retry_after=3.0)
+    config = fast_config(backoff_initial_seconds=0.1, backoff_max_seconds=0.2)
+    with running_manager(sessions, build_registry(behaviour), config) as manager:
+        with sessions() as session:
+            item_id = create_item(session, ["a"])
+            session.commit()
+        manager.notify(item_id)
+        wait_until(lambda: item_row(sessions, item_id).attempts == 1, what="first failure")
+        failed = item_row(sessions, item_id)
+        assert 2.9 < (failed.next_attempt_at - failed.updated_at).total_seconds() <= 3.01
+        wait_until(lambda: settled(sessions), timeout=15, what="retry after Retry-After")
+    assert item_row(sessions, item_id).attempts == 0
+    assert behaviour.calls[(item_id, "a")] == 2
+
+
 def test_a_success_resets_attempts_and_error(sessions):
     behaviour = Behaviour(failures={"a": 2})
     with running_manager(sessions, build_registry(behaviour)) as manager:
