@@ -291,3 +291,54 @@ def test_the_webhook_answer_does_not_wait_for_resolution(database_url, simulator
         finally:
             release.set()
         resolved(service.runtime.sessions)
+
+
+def test_many_deliveries_in_one_statement_keep_the_first_of_each_key(sessions, registry, items):
+    store(sessions, registry, key="seen", targets=[items[0]])
+    deliveries = [
+        intake.new_delivery(
+            source="webhook",
+            delivery_key=key,
+            event_type="poke",
+            body={"targets": [str(items[n % 3])], "n": n},
+        )
+        for n, key in enumerate(["a", "seen", "a", None, "b", None])
+    ]
+
+    statuses = run_in_transaction(
+        sessions, lambda session: intake.store_deliveries(session, deliveries)
+    )
+
+    assert statuses == ["accepted", "duplicate", "duplicate", "accepted", "accepted", "accepted"]
+    stored = table(
+        sessions, "SELECT delivery_key, body ->> 'n' FROM incoming_deliveries ORDER BY id"
+    )
+    assert stored == [("seen", None), ("a", "0"), (None, "3"), ("b", "4"), (None, "5")]
+
+
+def test_concurrent_webhooks_are_stored_together_and_each_answered(database_url, simulator, world):
+    """Forty requests at once, ten of them repeating another's key: one answer each."""
+    with webhook_app(database_url, simulator.url) as service:
+        hook = simulator.note_hook(world.note_id)
+        keys = [f"k-{n % 30}" for n in range(40)]
+        answers: dict[int, str] = {}
+
+        def send(n: int) -> None:
+            answer = httpx.post(
+                service.url,
+                json=hook,
+                headers={"X-Gitlab-Token": OLD_SECRET, "Idempotency-Key": keys[n]},
+                timeout=30,
+            )
+            answers[n] = answer.json()["status"]
+
+        threads = [threading.Thread(target=send, args=(n,)) for n in range(40)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        resolved(service.runtime.sessions)
+        recorded = table(service.runtime.sessions, "SELECT delivery_key FROM received_deliveries")
+
+    assert sorted(answers.values()) == ["accepted"] * 30 + ["duplicate"] * 10
+    assert sorted(key for (key,) in recorded) == sorted(set(keys))

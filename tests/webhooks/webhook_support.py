@@ -40,10 +40,10 @@ class WebhookApp:
 
 
 def wire_webhooks(app: FastAPI, settings: Settings) -> None:
-    """What `create_app` does once the receiver is wired (no-op then)."""
-    if not any(getattr(route, "path", None) == webhooks.WEBHOOK_PATH for route in app.routes):
-        app.include_router(webhooks.router)
+    """What `create_app` does once the receiver is wired (no-op then: it sets the secrets
+    together with the route)."""
     if not hasattr(app.state, webhooks.STATE_KEY):
+        app.include_router(webhooks.router)
         setattr(app.state, webhooks.STATE_KEY, webhooks.WebhookSecrets.from_settings(settings))
 
 

@@ -169,6 +169,7 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
     app.state.probe_engine = probe_engine
     app.state.webhook_secrets = webhook_secrets
     # The last added runs first: authenticate, then read the body, then route.
+    app.add_middleware(webhooks.WebhookReceiver)  # the webhook, without the router
     app.add_middleware(
         BodyReader,
         max_bytes=max_body_bytes,

@@ -37,24 +37,24 @@ import hmac
 import json
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
-import anyio
-import anyio.to_thread
 from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from workqueue.api.asgi import has_pending_body, header, route_path, send_json
 from workqueue.api.deps import Runtime, get_runtime
+from workqueue.api.intake_batcher import IntakeBatcher
 from workqueue.api.metrics import ServiceMetrics
 from workqueue.api.schemas import error_responses
 from workqueue.api.strict_json import InvalidJSONError, parse_strict_json
 from workqueue.api.unavailable import RETRY_AFTER_SECONDS, UNAVAILABLE_DETAIL
 from workqueue.db.errors import is_database_unavailable
-from workqueue.db.transactions import run_in_transaction
 from workqueue.queue.ingest import IngestStatus
-from workqueue.queue.intake import store_delivery
+from workqueue.queue.intake import new_delivery
 from workqueue.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -63,8 +63,7 @@ WEBHOOK_PATH = "/api/webhooks/gitlab"
 WEBHOOK_SOURCE = "webhook"  # received_deliveries.source
 MAX_BODY_BYTES = 1024 * 1024  # GitLab's largest hooks (pipelines with many jobs) fit
 STATE_KEY = "webhook_secrets"  # app.state attribute holding the WebhookSecrets
-INGEST_CONCURRENCY = 8  # deliveries stored at once per process (see `_ingest_limiter`)
-_LIMITER_KEY = "webhook_ingest_limiter"
+_BATCHER_KEY = "webhook_intake_batcher"  # app.state attribute holding the IntakeBatcher
 
 # `X-Gitlab-Event` header → `object_kind`, for payloads that lack the latter.
 GITLAB_EVENT_TYPES: Mapping[str, str] = {
@@ -170,6 +169,13 @@ router = APIRouter(tags=["webhooks"])
 )
 async def receive_gitlab_webhook(request: Request) -> Response:
     """Store a GitLab webhook delivery for the active items it concerns."""
+    # Served by `WebhookReceiver` in the service; this route documents it and
+    # serves apps built without that middleware.
+    return await handle_webhook(request)
+
+
+async def handle_webhook(request: Request) -> Response:
+    """The receiver: authenticate, parse, store, answer (see the module doc)."""
     if not webhook_secrets(request).matches(request.headers.get("x-gitlab-token")):
         logger.warning(
             "webhook refused: %s X-Gitlab-Token from %s",
@@ -185,11 +191,15 @@ async def receive_gitlab_webhook(request: Request) -> Response:
     runtime = get_runtime(request)
     if not runtime.registry.routes_event(event_type):
         return _answer("ignored")  # a kind no handled type uses: no SQL at all
-    key = delivery_key(request.headers, raw)
+    delivery = new_delivery(
+        source=WEBHOOK_SOURCE,
+        delivery_key=delivery_key(request.headers, raw),
+        event_type=event_type,
+        body=body,
+        raw_body=raw,
+    )
     try:
-        status = await anyio.to_thread.run_sync(
-            _store, runtime, key, event_type, body, raw, limiter=_ingest_limiter(request)
-        )
+        status = await _intake_batcher(request, runtime).store(delivery)
     except Exception as error:
         if is_database_unavailable(error):
             logger.warning("webhook not stored, database unavailable: %s", error)
@@ -215,18 +225,52 @@ def _json_object(raw: bytes) -> dict[str, Any]:
     return body
 
 
-def _ingest_limiter(request: Request) -> anyio.CapacityLimiter:
-    """Bounds the deliveries being stored at once; the others wait in the event loop.
+def _intake_batcher(request: Request, runtime: Runtime) -> IntakeBatcher:
+    """The application's batcher: concurrent deliveries share one transaction, and at
+    most `MAX_IN_FLIGHT` are open, so a burst of webhooks takes neither the
+    connections the processing workers need nor a thread each."""
+    batcher = getattr(request.app.state, _BATCHER_KEY, None)
+    if not isinstance(batcher, IntakeBatcher):
+        batcher = IntakeBatcher(runtime.sessions)
+        setattr(request.app.state, _BATCHER_KEY, batcher)
+    return batcher
 
-    A burst of webhooks must not take the database connections the processing
-    workers need (the pool has `workers + 8`), and dozens of concurrent
-    transactions in one process only contend for the GIL.
+
+@dataclass(frozen=True)
+class _RouteName:
+    path: str
+
+
+_WEBHOOK_ROUTE = _RouteName(WEBHOOK_PATH)
+
+
+class WebhookReceiver:
+    """Serves `POST /api/webhooks/gitlab` straight from ASGI, inside the body reader.
+
+    The route's whole work is one statement; FastAPI's routing, dependency
+    resolution and response handling would cost more than that. Errors answer
+    as the route would (`{"detail": ...}`).
     """
-    limiter = getattr(request.app.state, _LIMITER_KEY, None)
-    if not isinstance(limiter, anyio.CapacityLimiter):
-        limiter = anyio.CapacityLimiter(INGEST_CONCURRENCY)
-        setattr(request.app.state, _LIMITER_KEY, limiter)
-    return limiter
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope["method"] != "POST"
+            or route_path(scope) != WEBHOOK_PATH
+        ):
+            await self.app(scope, receive, send)
+            return
+        scope["route"] = _WEBHOOK_ROUTE  # what routing would have set (metrics label by it)
+        try:
+            response = await handle_webhook(Request(scope, receive))
+        except HTTPException as error:
+            response = JSONResponse(
+                {"detail": error.detail}, status_code=error.status_code, headers=error.headers
+            )
+        await response(scope, receive, send)
 
 
 class WebhookTokenFirst:
@@ -285,23 +329,6 @@ def delivery_key(headers: Mapping[str, str], raw_body: bytes) -> str:
         if value:
             return value
     return "sha256:" + hashlib.sha256(raw_body).hexdigest()
-
-
-def _store(
-    runtime: Runtime, key: str, event_type: str, body: dict[str, Any], raw: bytes
-) -> IngestStatus:
-    return run_in_transaction(
-        runtime.sessions,
-        lambda session: store_delivery(
-            session,
-            runtime.registry,
-            source=WEBHOOK_SOURCE,
-            delivery_key=key,
-            event_type=event_type,
-            body=body,
-            raw_body=raw,
-        ),
-    )
 
 
 def _count_stored(request: Request) -> None:

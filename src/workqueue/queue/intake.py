@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +37,7 @@ from workqueue.queue.ingest import (
     resolve_event,
     store_pending_events,
 )
-from workqueue.queue.intake_repository import StoredDelivery
+from workqueue.queue.intake_repository import NewDelivery, StoredDelivery
 from workqueue.queue.registry import TypeRegistry
 
 DEFAULT_BATCH_SIZE = 100
@@ -63,19 +63,43 @@ def store_delivery(
     when PostgreSQL accepts it as is (saves serialising `body` again).
     `delivery_key` None disables de-duplication. Flushes nothing; the caller commits.
     """
-    if len(source) > _SOURCE_LENGTH:
-        raise ValueError(f"source must be at most {_SOURCE_LENGTH} characters")
     if not registry.routes_event(event_type):
         return "ignored"
-    key = None if delivery_key is None else normalize_delivery_key(delivery_key)
-    stored = intake_repository.store(
-        session,
-        delivery_key=key,
+    delivery = new_delivery(
+        source=source,
+        delivery_key=delivery_key,
+        event_type=event_type,
+        body=body,
+        raw_body=raw_body,
+    )
+    return store_deliveries(session, [delivery])[0]
+
+
+def new_delivery(
+    *,
+    source: str,
+    delivery_key: str | None,
+    event_type: str,
+    body: Mapping[str, Any],
+    raw_body: bytes | None = None,
+) -> NewDelivery:
+    """A delivery ready for `store_deliveries` (key normalised, body as JSONB text)."""
+    if len(source) > _SOURCE_LENGTH:
+        raise ValueError(f"source must be at most {_SOURCE_LENGTH} characters")
+    return NewDelivery(
+        delivery_key=None if delivery_key is None else normalize_delivery_key(delivery_key),
         source=source,
         event_type=event_type,
         body_json=_stored_json(body, raw_body),
     )
-    return "accepted" if stored else "duplicate"
+
+
+def store_deliveries(session: Session, deliveries: Sequence[NewDelivery]) -> list[IngestStatus]:
+    """Store many deliveries in one statement (their event types must be routed);
+    per delivery "accepted", or "duplicate" for a key recorded before or earlier in
+    the list. Flushes nothing; the caller commits."""
+    stored = intake_repository.store_many(session, deliveries)
+    return ["accepted" if index in stored else "duplicate" for index in range(len(deliveries))]
 
 
 @dataclass

@@ -16,40 +16,38 @@ from sqlalchemy.orm import Session
 
 INTAKE_CHANNEL = "workqueue_intake"  # NOTIFY'd when a delivery is stored; no payload
 
-# One statement: the de-duplication record and the stored delivery, or neither
-# (a key seen before). A concurrent insert of the same key waits for the other
-# transaction, so exactly one of them stores the delivery. The NOTIFY is sent
-# on commit.
-_STORE_KEYED_SQL = (
-    """
-WITH recorded AS (
+# The de-duplication records and the stored deliveries in one statement, for
+# one delivery or many (the webhook receiver batches concurrent requests). A
+# concurrent insert of the same key waits for the other transaction, so exactly
+# one of them stores the delivery. Each distinct new key is recorded once and
+# the first delivery carrying it (by `ordinal`) is stored; deliveries without a
+# key are always stored. Returns the ordinals stored. PostgreSQL folds the
+# identical NOTIFYs of one transaction into one, sent on commit.
+_STORE_MANY_SQL = """
+WITH incoming AS (
+    SELECT * FROM unnest(
+        CAST(%(ordinals)s AS int[]), CAST(%(keys)s AS text[]), CAST(%(sources)s AS text[]),
+        CAST(%(event_types)s AS text[]), CAST(%(bodies)s AS text[])
+    ) AS delivery(ordinal, delivery_key, source, event_type, body)
+), first_of_key AS (
+    SELECT DISTINCT ON (delivery_key) * FROM incoming
+    WHERE delivery_key IS NOT NULL
+    ORDER BY delivery_key, ordinal
+), recorded AS (
     INSERT INTO received_deliveries (delivery_key, source, event_type)
-    VALUES (%(key)s, %(source)s, %(event_type)s)
+    SELECT delivery_key, source, event_type FROM first_of_key
     ON CONFLICT (delivery_key) DO NOTHING
     RETURNING delivery_key
+), chosen AS (
+    SELECT first_of_key.* FROM first_of_key JOIN recorded USING (delivery_key)
+    UNION ALL
+    SELECT * FROM incoming WHERE delivery_key IS NULL
 ), stored AS (
     INSERT INTO incoming_deliveries (delivery_key, source, event_type, body)
-    SELECT delivery_key, %(source)s, %(event_type)s, CAST(%(body)s AS jsonb) FROM recorded
-    RETURNING id
+    SELECT delivery_key, source, event_type, CAST(body AS jsonb) FROM chosen ORDER BY ordinal
 )
-SELECT pg_notify('"""
-    + INTAKE_CHANNEL
-    + """', '') FROM stored
-"""
-)
-
-_STORE_UNKEYED_SQL = (
-    """
-WITH stored AS (
-    INSERT INTO incoming_deliveries (source, event_type, body)
-    VALUES (%(source)s, %(event_type)s, CAST(%(body)s AS jsonb))
-    RETURNING id
-)
-SELECT pg_notify('"""
-    + INTAKE_CHANNEL
-    + """', '') FROM stored
-"""
-)
+SELECT ordinal, pg_notify('{channel}', '') FROM chosen
+""".replace("{channel}", INTAKE_CHANNEL)
 
 # Oldest first; rows another replica is resolving are skipped, and come back
 # unresolved if that replica dies before committing.
@@ -77,13 +75,28 @@ class StoredDelivery:
     body: dict[str, Any]
 
 
-def store(
-    session: Session, *, delivery_key: str | None, source: str, event_type: str, body_json: str
-) -> bool:
-    """Record and store one delivery; False when `delivery_key` was recorded before."""
-    params = {"key": delivery_key, "source": source, "event_type": event_type, "body": body_json}
-    sql = _STORE_UNKEYED_SQL if delivery_key is None else _STORE_KEYED_SQL
-    return _driver(session).execute(sql, params).fetchone() is not None
+@dataclass(frozen=True, slots=True)
+class NewDelivery:
+    delivery_key: str | None  # stored form (normalised)
+    source: str
+    event_type: str
+    body_json: str
+
+
+def store_many(session: Session, deliveries: Sequence[NewDelivery]) -> set[int]:
+    """Record and store many deliveries in one statement; the indexes of those stored
+    (the others repeat a key recorded before, or earlier in `deliveries`)."""
+    if not deliveries:
+        return set()
+    params = {
+        "ordinals": list(range(len(deliveries))),
+        "keys": [delivery.delivery_key for delivery in deliveries],
+        "sources": [delivery.source for delivery in deliveries],
+        "event_types": [delivery.event_type for delivery in deliveries],
+        "bodies": [delivery.body_json for delivery in deliveries],
+    }
+    rows = _driver(session).execute(_STORE_MANY_SQL, params).fetchall()
+    return {int(row[0]) for row in rows}
 
 
 def claim(session: Session, limit: int) -> list[StoredDelivery]:

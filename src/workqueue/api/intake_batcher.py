@@ -1,0 +1,94 @@
+"""Concurrent webhook deliveries stored together: one transaction for all that wait.
+
+A delivery's storage is one statement and a commit; under load most of its
+cost is the round trips, the commit's WAL flush and the hop to a worker
+thread. Requests hand their delivery to the batcher and await its answer; at
+most `MAX_IN_FLIGHT` transactions run at once, each taking every delivery
+waiting when it starts (up to `MAX_BATCH`). A lone request is stored at once,
+alone; under load batches grow by themselves, and a request waits at most for
+the transaction before its own.
+
+A batch that fails for a reason other than an unavailable database is stored
+again one delivery per transaction, so one bad delivery fails only its own
+request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import anyio.to_thread
+from sqlalchemy.orm import Session, sessionmaker
+
+from workqueue.db.errors import is_database_unavailable
+from workqueue.db.transactions import run_in_transaction
+from workqueue.queue.ingest import IngestStatus
+from workqueue.queue.intake import store_deliveries
+from workqueue.queue.intake_repository import NewDelivery
+
+MAX_BATCH = 200
+MAX_IN_FLIGHT = 2
+
+_Waiting = tuple[NewDelivery, "asyncio.Future[IngestStatus]"]
+
+
+class IntakeBatcher:
+    """Stores deliveries for requests on one event loop (one per application)."""
+
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
+        self._sessions = sessions
+        self._waiting: list[_Waiting] = []
+        self._in_flight = 0
+
+    async def store(self, delivery: NewDelivery) -> IngestStatus:
+        """Store `delivery` (committed when this returns): "accepted" or "duplicate"."""
+        answer: asyncio.Future[IngestStatus] = asyncio.get_running_loop().create_future()
+        self._waiting.append((delivery, answer))
+        if self._in_flight < MAX_IN_FLIGHT:
+            self._in_flight += 1
+            asyncio.get_running_loop().create_task(self._drain())
+        return await answer
+
+    async def _drain(self) -> None:
+        try:
+            while self._waiting:
+                batch = self._waiting[:MAX_BATCH]
+                del self._waiting[:MAX_BATCH]
+                await self._store(batch)
+        finally:
+            self._in_flight -= 1
+
+    async def _store(self, batch: list[_Waiting]) -> None:
+        deliveries = [delivery for delivery, _ in batch]
+        try:
+            statuses = await anyio.to_thread.run_sync(self._write, deliveries)
+        except Exception as error:
+            if len(batch) == 1 or is_database_unavailable(error):
+                for _, answer in batch:
+                    _settle(answer, error=error)
+                return
+            for one in batch:  # find the delivery that fails; the others are stored
+                await self._store([one])
+            return
+        for (_, answer), status in zip(batch, statuses, strict=True):
+            _settle(answer, status=status)
+
+    def _write(self, deliveries: Sequence[NewDelivery]) -> list[IngestStatus]:
+        return run_in_transaction(
+            self._sessions, lambda session: store_deliveries(session, deliveries)
+        )
+
+
+def _settle(
+    answer: asyncio.Future[IngestStatus],
+    *,
+    status: IngestStatus | None = None,
+    error: BaseException | None = None,
+) -> None:
+    if answer.done():  # the request went away (cancelled)
+        return
+    if error is not None:
+        answer.set_exception(error)
+    elif status is not None:
+        answer.set_result(status)
