@@ -183,6 +183,13 @@ def run(url: URL, rates: list[int], seconds: float, items: int, connections: int
         ]
         hooks = [simulator.pipeline_hook(pipeline) for pipeline in pipelines]
         time.sleep(2.0)  # let the post-creation reconciles finish
+        # First the receiver and resolver alone: pipelines of a project no item
+        # is in, stored, resolved (one lookup) and found to concern nothing.
+        unmatched = [{**hooks[0], "project": {"id": 999_999, "path_with_namespace": "x/y"}}]
+        for rate in rates:
+            results[f"intake_only_{rate}_per_s"] = measure(
+                base, process.pid, [], unmatched, rate, seconds, starts, connections
+            )
         for rate in rates:
             results[f"{rate}_per_s"] = measure(
                 base, process.pid, ids, hooks, rate, seconds, starts, connections
@@ -222,7 +229,7 @@ def measure(
     cpu_seconds = process_cpu_seconds(service_pid) - cpu_before
     time.sleep(3.0)  # let the last events be processed
     latencies = []
-    for index, moment in load["due"]:
+    for index, moment in load["due"] if ids else ():
         start = starts.first_after(ids[index % len(ids)], moment)
         if start is not None:
             latencies.append((start - moment) * 1000)
