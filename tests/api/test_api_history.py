@@ -7,6 +7,7 @@ import uuid
 from harness import wait_until
 from mr_harness import PROJECT
 
+from workqueue.queue.audit_history import AuditHistory
 from workqueue.queue.audit_repository import MAX_HISTORY_PAGE
 
 
@@ -73,3 +74,14 @@ def test_unknown_items_bad_cursors_and_big_pages_are_refused(client):
         f"/api/work-items/{item_id}/history", params={"limit": MAX_HISTORY_PAGE + 1}
     )
     assert too_big.status_code == 422
+
+
+def test_the_submission_entry_is_stored_with_the_item(client, monkeypatch):
+    # Entries handed to the background writer are dropped here, as a replica killed
+    # just after answering would drop them: the submission's must not depend on it.
+    monkeypatch.setattr(AuditHistory, "enqueue", lambda *_: None)
+    created = client.post("/api/work-items/mr", json=submission("workqueue/history-kept"))
+    assert created.status_code == 201, created.text
+    entries = all_entries(client, created.json()["id"], 100)
+    assert entries[0]["event_type"] == "item_submitted"
+    assert entries[0]["details"]["outcome"] == "created"

@@ -88,7 +88,7 @@ def submit(
     submitter = Submitter(issuer=caller.issuer_key, identity=caller.identity)
     max_live_items = runtime.gatekeeper.limits.max_live_items_per_caller
 
-    def work(session: Session) -> SubmitResponse:
+    def work(session: Session) -> tuple[SubmitResponse, AuditEntry, bool]:
         result = submit_mr(
             session,
             body,
@@ -98,12 +98,23 @@ def submit(
             max_live_items=max_live_items,
         )
         dimensions = read_repository.dimensions_of(session, [result.item.id])[result.item.id]
-        return SubmitResponse(
+        answer = SubmitResponse(
             **item_body(result.item, dimensions).model_dump(), outcome=result.outcome
         )
+        entry = AuditEntry(
+            event_type="item_submitted",
+            work_item_id=answer.id,
+            item_type=MR_ITEM_TYPE,
+            actor=caller.identity,
+            after={"phase": answer.phase},
+            details={"outcome": answer.outcome, "content_hash": answer.details["content_hash"]},
+        )
+        # In the submission's own transaction: a replica killed right after the
+        # commit must not leave an item without its first history entry.
+        return answer, entry, runtime.audit.store_in(session, [entry])
 
     try:
-        answer = run_in_transaction(runtime.sessions, work)
+        answer, entry, stored = run_in_transaction(runtime.sessions, work)
     except SubmissionRejectedError as rejection:
         raise RequestValidationError([v.as_error() for v in rejection.violations]) from None
     except OwnershipConflictError as conflict:
@@ -115,16 +126,7 @@ def submit(
     response.status_code = 201 if answer.outcome == "created" else 200
     if answer.outcome != "unchanged":
         runtime.manager.notify(answer.id)
-    runtime.audit.write(
-        AuditEntry(
-            event_type="item_submitted",
-            work_item_id=answer.id,
-            item_type=MR_ITEM_TYPE,
-            actor=caller.identity,
-            after={"phase": answer.phase},
-            details={"outcome": answer.outcome, "content_hash": answer.details["content_hash"]},
-        )
-    )
+    runtime.audit.write(entry, stored=stored)
     return answer
 
 

@@ -107,21 +107,15 @@ def ingest(
         )
     submitter = Submitter(issuer=caller.issuer_key, identity=caller.identity)
 
-    def work(session: Session) -> SubmitResponse:
+    def work(session: Session) -> tuple[SubmitResponse, AuditEntry, bool]:
         outcome = ingest_head(session, queue, body.sha, submitter=submitter)
         session.refresh(outcome.item)
         dimensions = read_repository.dimensions_of(session, [outcome.item.id])[outcome.item.id]
-        return SubmitResponse(
+        answer = SubmitResponse(
             **item_body(outcome.item, dimensions).model_dump(),
             outcome="created" if outcome.created else "unchanged",
         )
-
-    answer = run_in_transaction(runtime.sessions, work)
-    response.status_code = 201 if answer.outcome == "created" else 200
-    if answer.outcome == "created":
-        runtime.manager.notify(answer.id)
-    runtime.audit.write(
-        AuditEntry(
+        entry = AuditEntry(
             event_type="item_submitted",
             work_item_id=answer.id,
             item_type=TRUNK_ITEM_TYPE,
@@ -129,7 +123,14 @@ def ingest(
             after={"phase": answer.phase},
             details={"outcome": answer.outcome, "queue": queue.name, "sha": body.sha},
         )
-    )
+        # Stored with the submission, so a crash after the commit cannot lose it.
+        return answer, entry, runtime.audit.store_in(session, [entry])
+
+    answer, entry, stored = run_in_transaction(runtime.sessions, work)
+    response.status_code = 201 if answer.outcome == "created" else 200
+    if answer.outcome == "created":
+        runtime.manager.notify(answer.id)
+    runtime.audit.write(entry, stored=stored)
     return answer
 
 
