@@ -165,9 +165,12 @@ def check_history(conninfo: str, ids: list[str], phases: dict[str, str], verdict
             if before != current or current in TERMINAL:
                 regressions.append(f"{item}: {before}->{after} after {current}")
             current = after or current
-        if item not in submitted or current != phases.get(item):
+        if item not in submitted:
+            incomplete.append(f"{item}: no item_submitted entry")
+        if current != phases.get(item):
             incomplete.append(f"{item}: history ends {current}, item is {phases.get(item)}")
     verdict.figures["phase_regressions"] = len(regressions)
+    verdict.figures["incomplete_histories"] = len(incomplete)
     verdict.check(not regressions, f"phases going backwards: {regressions[:3]}")
     verdict.check(not incomplete, f"incomplete audit history: {incomplete[:3]}")
 
