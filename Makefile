@@ -78,7 +78,7 @@ bench: dev ## Engine benchmark (starts its own embedded PostgreSQL)
 SOAK_MINUTES ?= 30
 
 .PHONY: scale
-scale: dev ## Scale benchmark: 100k and 1.1M items, hot queries, API, prune (about 15 minutes)
+scale: dev ## Scale benchmark: 100k and 1.1M items, hot queries, API, prune (about 20 minutes)
 	$(BIN)/python benchmarks/scale.py
 
 .PHONY: soak
