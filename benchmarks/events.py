@@ -165,6 +165,8 @@ def run(url: URL, rates: list[int], seconds: float, items: int, connections: int
     follower = threading.Thread(target=starts.follow, args=(process.stderr,), daemon=True)
     follower.start()
     try:
+        time.sleep(2.0)  # settled after startup: its idle memory (target P4: ≤ 150 MiB)
+        results["rss_idle_mib"] = process_memory_mib(process.pid, "VmRSS")
         with httpx.Client(base_url=base, timeout=30) as client:
             ids = [
                 uuid.UUID(client.post("/api/work-items/mr", json=submission(n)).json()["id"])
@@ -244,7 +246,17 @@ def measure(
         "executor_start_p99_ms": round(percentile(latencies, 0.99), 2) if latencies else -1,
         "matched": len(latencies),
         "service_cpu_ms_per_webhook": round(cpu_seconds * 1000 / max(total, 1), 2),
+        # The service's peak resident memory so far (target P4: ≤ 300 MiB under load).
+        "rss_peak_mib": process_memory_mib(service_pid, "VmHWM"),
     }
+
+
+def process_memory_mib(pid: int, field: str) -> float:
+    """A memory figure of a process from /proc/PID/status (VmRSS, VmHWM), in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text(encoding="ascii").splitlines():
+        if line.startswith(f"{field}:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    raise RuntimeError(f"/proc/{pid}/status has no {field}")
 
 
 def process_cpu_seconds(pid: int) -> float:
