@@ -12,11 +12,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import insert
+from psycopg.types.json import Jsonb
 from sqlalchemy.orm import Session
 
 from workqueue.queue.models import AuditRecord
 from workqueue.queue.read_repository import InvalidCursorError
+from workqueue.queue.repository import driver_connection
 
 MAX_HISTORY_PAGE = 500
 # One retention pass deletes at most this many rows, so a first prune after a
@@ -30,12 +31,46 @@ class HistoryPage:
     next_cursor: str | None
 
 
+_INSERT_ENTRIES = (
+    "INSERT INTO audit_entries (entry_id, occurred_at, work_item_id, item_type, event_type,"
+    " actor, reason, before, after, details) "
+    "SELECT * FROM unnest(%s::uuid[], %s::timestamptz[], %s::uuid[], %s::text[], %s::text[],"
+    " %s::text[], %s::text[], %s::jsonb[], %s::jsonb[], %s::jsonb[]) "
+    "ON CONFLICT (entry_id) DO NOTHING"
+)
+_COLUMNS = (
+    "entry_id",
+    "occurred_at",
+    "work_item_id",
+    "item_type",
+    "event_type",
+    "actor",
+    "reason",
+    "before",
+    "after",
+    "details",
+)
+_JSON_COLUMNS = frozenset({"before", "after", "details"})
+
+
 def insert_entries(session: Session, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Store rows (see `audit_history.history_row`); an entry already stored is skipped."""
+    """Store rows (see `audit_history.history_row`) in one statement; stored entries are skipped.
+
+    Straight to the driver: every processing step stores its entries, and
+    the ORM's bulk insert costs more than the statement.
+    """
     if not rows:
         return
-    statement = insert(AuditRecord).on_conflict_do_nothing(index_elements=["entry_id"])
-    session.execute(statement, [dict(row) for row in rows])
+    columns = [
+        [
+            (Jsonb(row[name]) if row[name] is not None else None)
+            if name in _JSON_COLUMNS
+            else row[name]
+            for row in rows
+        ]
+        for name in _COLUMNS
+    ]
+    driver_connection(session).execute(_INSERT_ENTRIES, columns)
 
 
 def history_page(

@@ -121,15 +121,28 @@ def write_dimensions(
     )
 
 
-def pending_events(session: Session, item_id: uuid.UUID) -> list[PendingEvent]:
+@dataclass(frozen=True, slots=True)
+class WaitingEvent:
+    """One stored event as a step drains it."""
+
+    id: int
+    event_type: str
+    body: dict[str, Any]
+    received_at: datetime
+
+
+def pending_events(session: Session, item_id: uuid.UUID) -> list[WaitingEvent]:
     """An item's waiting events, oldest first."""
-    return list(
-        session.scalars(
-            sa.select(PendingEvent)
-            .where(PendingEvent.work_item_id == item_id)
-            .order_by(PendingEvent.id)
+    rows = (
+        driver_connection(session)
+        .execute(
+            "SELECT id, event_type, body, received_at FROM pending_events "
+            "WHERE work_item_id = %s ORDER BY id",
+            (item_id,),
         )
+        .fetchall()
     )
+    return [WaitingEvent(*row) for row in rows]
 
 
 def delete_events(session: Session, event_ids: Sequence[int]) -> None:
