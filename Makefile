@@ -68,7 +68,7 @@ test: lint lint-deploy docs ## Install dev dependencies, lint, build the docs, r
 	$(BIN)/pytest -q
 
 .PHONY: chaos
-chaos: dev ## Chaos suite at full size: kills, database cuts, GitLab storms, webhook abuse (~20 min)
+chaos: dev ## Chaos suite at full size: kills, database cuts, GitLab storms, webhook abuse (~20 min on 2 cores)
 	WORKQUEUE_CHAOS=full $(BIN)/pytest -q -m chaos -p no:cacheprovider --timeout 1800 tests/chaos
 
 .PHONY: bench
