@@ -24,7 +24,7 @@ from invariants import (
     wait_quiescent,
 )
 from replicas import replicas, service_config
-from workload import PROJECT, GreenCI, Sender, submission, terminal_count, wait_for
+from workload import PROJECT, GreenCI, Sender, all_finished, submission, wait_for
 
 from workqueue.testing.gitlab_simulator import GitLabSimulator
 
@@ -76,9 +76,8 @@ def test_no_double_execution_across_three_replicas(chaos_db, conninfo, simulator
                         range(ITEMS_PER_WAVE),
                     )
                 wave += 1
-                expected = len(submitted)
                 wait_for(
-                    lambda n=expected: terminal_count(conninfo) == n,
+                    lambda ids=list(submitted): all_finished(conninfo, ids),
                     timeout=300,
                     explain=lambda: stuck_items(conninfo),
                 )

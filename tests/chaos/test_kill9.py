@@ -24,7 +24,7 @@ from invariants import (
 from replicas import Replica, replicas, service_config
 from sizes import FULL
 from strikes import KINDS, recovery_seconds, strike
-from workload import PROJECT, GreenCI, Sender, submission, terminal_count, wait_for
+from workload import PROJECT, GreenCI, Sender, all_finished, submission, wait_for
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 
@@ -75,9 +75,8 @@ def test_kill9_at_random_points(chaos_db, conninfo, simulator, rng, report):
                     restarts.append(pool.submit(restart, victim, rng.uniform(0.2, 1.0)))
                 for restarted in restarts:
                     restarted.result()
-                expected = len(submitted)
                 wait_for(
-                    lambda n=expected: terminal_count(conninfo) == n,
+                    lambda ids=list(submitted): all_finished(conninfo, ids),
                     timeout=240,
                     explain=lambda: stuck_items(conninfo),
                 )

@@ -192,6 +192,22 @@ def terminal_count(conninfo: str) -> int:
     return int(row[0]) if row else 0
 
 
+def all_finished(conninfo: str, item_ids: list[str]) -> bool:
+    """Every submitted item has finished and nothing is active any more.
+
+    Counted by id, not by rows: a submission retried after a replica died
+    with its answer (it had committed) comes back with an id already in the
+    list, or, if that item had already finished, makes a next generation.
+    """
+    with psycopg.connect(conninfo) as connection:
+        row = connection.execute(
+            "SELECT count(*) FILTER (WHERE id = ANY(%s::uuid[]) AND phase <> 'active'), "
+            "  count(*) FILTER (WHERE phase = 'active') FROM work_items",
+            (sorted(set(item_ids)),),
+        ).fetchone()
+    return row is not None and row[0] == len(set(item_ids)) and row[1] == 0
+
+
 def wait_for(condition: Any, timeout: float, interval: float = 0.25, explain: Any = None) -> float:
     """Seconds until `condition()` holds; TimeoutError after `timeout` (with `explain()`)."""
     started = time.monotonic()
