@@ -29,6 +29,8 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +85,21 @@ def drop_database(server: URL, url: URL) -> None:
                 sql.Identifier(url.database or "")
             )
         )
+
+
+@contextmanager
+def benchmark_server(database_url: str | None, prefix: str) -> Iterator[URL]:
+    """The server to benchmark on: `database_url`, or a throwaway embedded cluster."""
+    if database_url:
+        yield normalize_database_url(database_url)
+        return
+    cluster_dir = Path(tempfile.mkdtemp(prefix=prefix))
+    cluster = EmbeddedPostgres(cluster_dir, database="postgres")
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()
+        shutil.rmtree(cluster_dir, ignore_errors=True)
 
 
 def run_engine(url: URL, items: int, workers: int) -> float:
@@ -190,15 +207,7 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING)
     worker_counts = arguments.workers or ([10] if arguments.json else [1, 4, 10])
 
-    cluster_dir: Path | None = None
-    cluster: EmbeddedPostgres | None = None
-    if arguments.database_url:
-        server = normalize_database_url(arguments.database_url)
-    else:
-        cluster_dir = Path(tempfile.mkdtemp(prefix="workqueue-bench-"))
-        cluster = EmbeddedPostgres(cluster_dir, database="postgres")
-        server = cluster.start()
-    try:
+    with benchmark_server(arguments.database_url, "workqueue-bench-") as server:
         if arguments.json:
             print(json.dumps(measure(server, arguments.items, worker_counts[0])))
             return 0
@@ -210,11 +219,6 @@ def main() -> int:
                 f"{row['raw_claims_per_s']:>14.1f} {row['ratio']:>7.2f}"
             )
         return 0
-    finally:
-        if cluster is not None:
-            cluster.stop()
-        if cluster_dir is not None:
-            shutil.rmtree(cluster_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -25,21 +25,17 @@ import argparse
 import asyncio
 import json
 import logging
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import psycopg
 from sqlalchemy.engine import URL
 
-from engine import drop_database, fresh_database, run_engine, run_raw
-from workqueue.db.embedded import EmbeddedPostgres
-from workqueue.db.url import libpq_conninfo, normalize_database_url
+from engine import benchmark_server, drop_database, fresh_database, run_engine, run_raw
+from workqueue.db.url import libpq_conninfo
 
 
 def run_pgqueuer(url: URL, items: int, workers: int) -> float:
@@ -169,15 +165,7 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING)
     worker_counts = arguments.workers or [1, 4, 10]
 
-    cluster_dir: Path | None = None
-    cluster: EmbeddedPostgres | None = None
-    if arguments.database_url:
-        server = normalize_database_url(arguments.database_url)
-    else:
-        cluster_dir = Path(tempfile.mkdtemp(prefix="workqueue-peers-"))
-        cluster = EmbeddedPostgres(cluster_dir, database="postgres")
-        server = cluster.start()
-    try:
+    with benchmark_server(arguments.database_url, "workqueue-peers-") as server:
         if not arguments.json:
             print(
                 f"{'W':>3} {'raw/s':>9} {'PgQueuer/s':>11} {'Procrastinate/s':>16} "
@@ -196,11 +184,6 @@ def main() -> int:
                 flush=True,
             )
         return 0
-    finally:
-        if cluster is not None:
-            cluster.stop()
-        if cluster_dir is not None:
-            shutil.rmtree(cluster_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":
