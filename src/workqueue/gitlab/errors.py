@@ -95,8 +95,20 @@ class GitLabError(Exception):
         )
 
 
+# Answers that say "GitLab, or the way to it, is unavailable right now", not
+# "this request failed": the engine backs off on them without counting them
+# against max_attempts (see `workqueue.queue.errors.is_outage`). A plain 500
+# is left out: it may be GitLab failing on this one request, every time.
+OUTAGE_STATUSES = frozenset({408, 429, 502, 503, 504})
+
+
 class RetryableGitLabError(GitLabError):
     """Trying again later can succeed (5xx, 429, timeouts, connection errors)."""
+
+    @property
+    def outage(self) -> bool:
+        """Rate limited, a gateway error, or no answer at all (connection, timeout)."""
+        return self.status is None or self.status in OUTAGE_STATUSES
 
 
 class PermanentGitLabError(GitLabError, PermanentError):

@@ -25,6 +25,18 @@ def retry_after_seconds(error: BaseException) -> float:
     return 0.0
 
 
+def is_outage(error: BaseException) -> bool:
+    """Whether the error says the other side is unavailable for now, not that the action failed.
+
+    Any exception may carry a true `outage` attribute (the GitLab adapter sets
+    it for rate limits, gateway errors and unreachable servers). Such a
+    failure backs off like any other but never uses up `max_attempts`: an
+    item must not fail because GitLab was down for a while (DDR-14 counts
+    the action's failures). Duck-typed like `retry_after_seconds`.
+    """
+    return getattr(error, "outage", False) is True
+
+
 class LeaseLostError(Exception):
     """This worker's lease was taken over; its outcome must not be written."""
 

@@ -28,7 +28,7 @@ from workqueue.db.errors import is_database_unavailable, is_lock_conflict
 from workqueue.queue import lease_repository, outbox, step_repository
 from workqueue.queue.audit import AuditEntry, AuditLog
 from workqueue.queue.config import ProcessingConfig
-from workqueue.queue.errors import PermanentError, retry_after_seconds
+from workqueue.queue.errors import PermanentError, is_outage, retry_after_seconds
 from workqueue.queue.item_step import LeaseLost, ShouldStop, StepState, StepUnit, run_unit
 from workqueue.queue.models import Phase, WorkItem
 from workqueue.queue.observer import EngineObserver
@@ -37,6 +37,9 @@ from workqueue.queue.registry import TypeRegistry
 logger = logging.getLogger(__name__)
 
 MAX_ERROR_LENGTH = 4000
+# `max_attempts` for an outage's failures: attempts still count (the backoff
+# grows with them), but never up to a number that fails the item.
+_NEVER_FINAL = 2**31 - 1
 
 ItemCommitted = Callable[[uuid.UUID, str | None], None]
 """Told (item id, project path) after a commit that changed the item; must not raise."""
@@ -470,8 +473,11 @@ class ItemLoop:
         # Whether this failure ends the item is read first, so the type's
         # failure hook runs before the item's row is written, in the same
         # transaction and in a step's lock order (its own rows, then the item's).
+        # An outage (GitLab rate-limiting or unreachable) backs off as usual
+        # but never ends the item: it is not the action failing.
+        max_attempts = _NEVER_FINAL if is_outage(error) else self._config.max_attempts
         final = lease_repository.failure_is_final(
-            session, claim, permanent=permanent, max_attempts=self._config.max_attempts
+            session, claim, permanent=permanent, max_attempts=max_attempts
         )
         if final is None:
             return None
@@ -482,7 +488,7 @@ class ItemLoop:
             claim,
             error=message,
             permanent=final,
-            max_attempts=self._config.max_attempts,
+            max_attempts=max_attempts,
             backoff_initial_seconds=self._config.backoff_initial_seconds,
             backoff_max_seconds=self._config.backoff_max_seconds,
             not_before_seconds=retry_after_seconds(error),

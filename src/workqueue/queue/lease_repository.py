@@ -186,7 +186,9 @@ def record_failure(
             "  actionable = NOT (:permanent OR attempts + 1 >= :max_attempts), "
             "  next_attempt_at = CASE WHEN :permanent OR attempts + 1 >= :max_attempts "
             "    THEN NULL ELSE now() + make_interval(secs => greatest(least("
-            "      :backoff_initial * power(2, attempts), :backoff_max), :not_before)) END, "
+            # The exponent is capped: an outage's failures keep counting.
+            "      :backoff_initial * power(2, least(attempts, 30)), :backoff_max),"
+            "      :not_before)) END, "
             "  leased_until = NULL, lease_token = NULL, updated_at = now() "
             "WHERE id = :id AND lease_token = :token "
             "RETURNING attempts, phase, project_path, "
