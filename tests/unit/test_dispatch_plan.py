@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from workqueue.queue.dispatch_plan import DispatchState, plan_dispatch
+from workqueue.queue.dispatch_plan import DispatchState, plan_dispatch, step_batch_size
 
 A, B, C = (uuid.UUID(int=n) for n in (1, 2, 3))
 NOW = 1000.0
@@ -118,3 +118,39 @@ def test_at_capacity_requests_wait_for_a_finishing_worker():
     assert result.requested == frozenset()
     assert not result.requests_taken  # the manager keeps them in its requested set
     assert not result.has_work
+
+
+FAST_ITEM = 0.001  # seconds per item, well within a 0.05 s step budget
+
+
+def batch(**changes: float) -> int:
+    arguments = {
+        "queued": 40,
+        "free_workers": 4,
+        "limit": 32,
+        "seconds_per_item": FAST_ITEM,
+        "step_seconds": 0.05,
+        **changes,
+    }
+    return step_batch_size(**arguments)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("queued", "free_workers", "expected"),
+    [
+        (2, 4, 1),  # a short queue: every claim gets a worker of its own
+        (40, 4, 10),  # a fair share among the free workers
+        (40, 1, 32),  # the others are busy: one worker takes up to the limit
+        (200, 4, 32),
+        (1, 0, 1),  # counted while its own batch is being taken
+    ],
+)
+def test_a_free_worker_takes_its_share_of_the_queue_among_the_free_workers(
+    queued, free_workers, expected
+):
+    assert batch(queued=queued, free_workers=free_workers) == expected
+
+
+def test_items_slower_than_a_steps_budget_go_one_at_a_time():
+    assert batch(queued=40, free_workers=1, seconds_per_item=0.05) == 1
+    assert batch(queued=40, free_workers=1, seconds_per_item=0.049) == 32

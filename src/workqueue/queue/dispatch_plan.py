@@ -5,7 +5,8 @@ reasons: a local or remote wake-up, the timer, a finished worker, the safety
 sweep. Each time it snapshots its state under its lock, asks `plan_dispatch`
 what to do, applies the plan's bookkeeping, and then runs the plan's SQL
 outside the lock. Keeping the decision pure lets every case be tested in a
-table instead of with threads.
+table instead of with threads. The same goes for how many queued claims a
+free worker steps together (`step_batch_size`).
 """
 
 from __future__ import annotations
@@ -76,3 +77,29 @@ def plan_dispatch(state: DispatchState, now: float, *, sweep_interval: float) ->
         next_sweep_at=now + sweep_interval if sweep else state.sweep_at,
         next_due_at=None if timer_fired else state.due_at,
     )
+
+
+def step_batch_size(
+    *,
+    queued: int,
+    free_workers: int,
+    limit: int,
+    seconds_per_item: float,
+    step_seconds: float,
+) -> int:
+    """How many queued claims a worker that is free now takes into one batch.
+
+    Its fair share of the queue among the workers free to take from it
+    (`queued` counts the claim it takes first; busy workers have their
+    batches already), at most `limit` (`processing.step_batch_size`).
+    Dividing by every worker instead let batches shrink as the queue
+    drained: steps of 7 items on average where 30 were queued per worker.
+    Items that recently each outlasted a step's time budget (`step_seconds`)
+    go one at a time: they would end their transactions one by one anyway,
+    and a batch must not hold claims that another worker, free a moment
+    later, could be running.
+    """
+    if seconds_per_item >= step_seconds:
+        return 1
+    share = -(-queued // max(free_workers, 1))  # ceiling division
+    return max(1, min(limit, share))

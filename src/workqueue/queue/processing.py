@@ -29,7 +29,12 @@ from workqueue.db.errors import is_database_unavailable
 from workqueue.queue import ingest, lease_repository, repository
 from workqueue.queue.audit import AuditLog
 from workqueue.queue.config import ProcessingConfig
-from workqueue.queue.dispatch_plan import DispatchPlan, DispatchState, plan_dispatch
+from workqueue.queue.dispatch_plan import (
+    DispatchPlan,
+    DispatchState,
+    plan_dispatch,
+    step_batch_size,
+)
 from workqueue.queue.intake_loop import IntakeResolver
 from workqueue.queue.item_loop import ClaimOutcome, ClaimResult, ItemCommitted, ItemLoop
 from workqueue.queue.listener import WakeListener
@@ -43,11 +48,13 @@ logger = logging.getLogger(__name__)
 # running ones, so prefetching never lets a lease lapse.
 MIN_PREFETCH = 8
 # With a backlog, a worker steps several claims per transaction (up to
-# `processing.step_batch_size`); the manager then holds enough claims to fill
-# those batches, but never more than about this much work per worker, judged
-# by how long items took recently: fast items are claimed by the hundred,
-# slow ones (GitLab calls) a few at a time, leaving the rest to other replicas.
+# `processing.step_batch_size`); the manager then holds enough claims for
+# each worker's running batch and its next one, but never more than about
+# this much work per worker, judged by how long items took recently: fast
+# items are claimed by the hundred, slow ones (GitLab calls) a few at a time,
+# leaving the rest to other replicas.
 QUEUED_WORK_SECONDS = 1.0
+BATCHES_HELD_PER_WORKER = 2
 INITIAL_SECONDS_PER_ITEM = 0.25
 # When something is due but could not be claimed (a row locked for a moment
 # by another transaction), look again after this long rather than spinning.
@@ -136,6 +143,7 @@ class ProcessingManager:
         self._held: dict[uuid.UUID, lease_repository.Claim] = {}  # claimed: queued or running
         self._queued: deque[lease_repository.Claim] = deque()  # claimed, waiting for a worker
         self._running = 0
+        self._busy_workers = 0  # workers stepping a batch right now
         self._lost: set[uuid.UUID] = set()
         self._requested: set[uuid.UUID] = set()  # woken, not yet tried
         self._rerun: set[uuid.UUID] = set()  # woken while held: try again when released
@@ -393,6 +401,8 @@ class ProcessingManager:
         except Exception:
             logger.exception("unexpected error processing %d items", len(batch))
         finally:
+            with self._lock:
+                self._busy_workers -= 1
             for claim in batch:
                 if claim.item_id not in ended:
                     self._claim_finished(claim, ClaimResult(ClaimOutcome.RELEASED))
@@ -403,24 +413,29 @@ class ProcessingManager:
         with self._lock:
             self._seconds_per_item = 0.8 * self._seconds_per_item + 0.2 * seconds
             per_worker = int(QUEUED_WORK_SECONDS / max(self._seconds_per_item, 1e-4))
-            per_worker = max(1, min(per_worker, self._config.step_batch_size))
+            held = BATCHES_HELD_PER_WORKER * self._config.step_batch_size
+            per_worker = max(1, min(per_worker, held))
             self._capacity = max(self._min_capacity, self._config.workers * per_worker)
             self._refill_batch = max(1, (self._capacity - self._config.workers) // 2)
 
     def _take_batch(self) -> list[lease_repository.Claim]:
         """The oldest queued claim and, when a backlog waits, more of its type.
 
-        A batch is the worker's fair share of the queue (queued claims per
-        worker), capped by `step_batch_size`: with a short queue every claim
-        gets a worker of its own, and with a long one a worker steps several
-        items per transaction.
+        Sized by `dispatch_plan.step_batch_size`: with a short queue every
+        claim gets a worker of its own, fast items share a transaction, slow
+        ones go one at a time.
         """
         with self._lock:
             if not self._queued:
                 return []
             first = self._queued.popleft()
-            share = -(-(len(self._queued) + 1) // self._config.workers)  # ceiling division
-            size = min(self._config.step_batch_size, max(share, 1))
+            size = step_batch_size(
+                queued=len(self._queued) + 1,
+                free_workers=self._config.workers - self._busy_workers,
+                limit=self._config.step_batch_size,
+                seconds_per_item=self._seconds_per_item,
+                step_seconds=self._config.step_batch_seconds,
+            )
             batch = [first]
             others: list[lease_repository.Claim] = []
             while self._queued and len(batch) < size:
@@ -428,6 +443,7 @@ class ProcessingManager:
                 (batch if claim.item_type == first.item_type else others).append(claim)
             self._queued.extendleft(reversed(others))
             self._running += len(batch)
+            self._busy_workers += 1
             return batch
 
     def _claim_finished(self, claim: lease_repository.Claim, result: ClaimResult) -> None:
