@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
+from dataclasses import dataclass
 
 import httpx
 import psycopg
@@ -32,7 +33,7 @@ from invariants import (
 from replicas import Replica, replicas, service_config
 from workload import PROJECT, Sender, submission, terminal_count, wait_for
 
-from workqueue.testing.gitlab_simulator import GitLabSimulator, JobSpec
+from workqueue.testing.gitlab_simulator import GitLabSimulator, JobSpec, RequestRecord
 
 pytestmark = [pytest.mark.chaos, pytest.mark.chaos_full_only, pytest.mark.slow]
 
@@ -135,23 +136,61 @@ class BreakerWatch:
         return tripped, reset
 
 
-def retry_after_violations(simulator: GitLabSimulator) -> int:
+@dataclass(frozen=True)
+class Violation:
+    """A call about an item that started before the `Retry-After` of an earlier answer
+    about the same item had run out."""
+
+    branch: str
+    told: RequestRecord  # the 429/503 answer that said how long to wait
+    call: RequestRecord  # the call that came too soon
+
+    def describe(self, origin: float) -> str:
+        def entry(record: RequestRecord) -> str:
+            started = record.started_at if record.started_at is not None else record.at
+            return (
+                f"{record.method} {record.path} -> {record.status}"
+                f" [started {started - origin:.3f} s, answered {record.at - origin:.3f} s,"
+                f" caller {record.caller}]"
+            )
+
+        assert self.call.started_at is not None
+        early = self.told.at + RETRY_AFTER - self.call.started_at
+        # A call sent before that answer was given could not have known of it.
+        sent = " (sent before that answer)" if self.call.started_at < self.told.at else ""
+        return (
+            f"{self.branch}: {entry(self.call)} came {early:.3f} s before the Retry-After"
+            f" ({RETRY_AFTER} s) of {entry(self.told)}{sent}"
+        )
+
+
+def retry_after_violations(simulator: GitLabSimulator) -> list[Violation]:
     """Calls about an item started sooner than a Retry-After answered about it allowed."""
     branches = {mr["iid"]: mr["source_branch"] for mr in simulator.merge_requests(PROJECT)}
-    calls: dict[str, list[tuple[float, float, bool]]] = defaultdict(list)
+    calls: dict[str, list[tuple[float, float, RequestRecord]]] = defaultdict(list)
     for record in simulator.log.records():
         branch = item_branch(record, branches)
         if branch is not None and record.started_at is not None:
+            calls[branch].append((record.started_at, record.at, record))
+    violations = []
+    for branch, sequence in calls.items():
+        told: RequestRecord | None = None  # the answer whose Retry-After ends last so far
+        for started, _, record in sorted(sequence, key=lambda call: call[:2]):
+            if told is not None and started < told.at + RETRY_AFTER:
+                violations.append(Violation(branch, told, record))
             said_wait = record.fault and record.status in {429, 503}
-            calls[branch].append((record.started_at, record.at, said_wait))
-    violations = 0
-    for sequence in calls.values():
-        not_before = 0.0
-        for started, answered, said_wait in sorted(sequence):
-            violations += started < not_before
-            if said_wait:
-                not_before = max(not_before, answered + RETRY_AFTER)
+            if said_wait and (told is None or record.at > told.at):
+                told = record
     return violations
+
+
+def describe_violations(simulator: GitLabSimulator, violations: list[Violation]) -> str:
+    """The offending pairs of calls, with times relative to the first logged call."""
+    records = simulator.log.records()
+    origin = min((r.started_at or r.at for r in records), default=0.0)
+    shown = "; ".join(violation.describe(origin) for violation in violations[:5])
+    more = f" (and {len(violations) - 5} more)" if len(violations) > 5 else ""
+    return f"{len(violations)} calls sooner than Retry-After allowed: {shown}{more}"
 
 
 def test_gitlab_storm(chaos_db, conninfo, simulator, rng, report):
@@ -197,7 +236,7 @@ def test_gitlab_storm(chaos_db, conninfo, simulator, rng, report):
     failed = int(phases.get("failed", 0))
     verdict.check(failed == 0, f"{failed} items failed permanently on transient errors: {errors}")
     violations = retry_after_violations(simulator)
-    verdict.check(violations == 0, f"{violations} calls sooner than Retry-After allowed")
+    verdict.check(not violations, describe_violations(simulator, violations))
     check_items(conninfo, ids, "completed", verdict)
     check_gitlab_writes(simulator, PROJECT, verdict)
     verdict.check(not ci.problems, f"the CI thread failed: {ci.problems[:1]}")
@@ -210,7 +249,7 @@ def test_gitlab_storm(chaos_db, conninfo, simulator, rng, report):
         faulted_calls=faulted,
         calls=len(simulator.log.records()),
         max_calls_per_item=max(per_item.values(), default=0),
-        retry_after_violations=violations,
+        retry_after_violations=len(violations),
         breaker_tripped=tripped,
         breaker_reset=reset,
     )

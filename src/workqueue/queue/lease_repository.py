@@ -175,6 +175,13 @@ def record_failure(
     `attempts` counts consecutive failures (DDR-14). The delay before the next
     attempt doubles from `backoff_initial_seconds` up to `backoff_max_seconds`,
     and is at least `not_before_seconds` (a server's `Retry-After`).
+
+    The delay counts from this statement (`clock_timestamp()`), not from the
+    transaction's start (`now()`): a batched step records a failure in the
+    transaction it has been running since before the failed call, so `now()`
+    could be seconds before the answer that said how long to wait.
+    `retry_in_seconds` stays relative to the transaction's start, like the
+    step's start time it is added to (`_ClaimsRun.record`).
     """
     row = session.execute(
         sa.text(
@@ -185,7 +192,7 @@ def record_failure(
             "          THEN 'failed' ELSE phase END, "
             "  actionable = NOT (:permanent OR attempts + 1 >= :max_attempts), "
             "  next_attempt_at = CASE WHEN :permanent OR attempts + 1 >= :max_attempts "
-            "    THEN NULL ELSE now() + make_interval(secs => greatest(least("
+            "    THEN NULL ELSE clock_timestamp() + make_interval(secs => greatest(least("
             # The exponent is capped: an outage's failures keep counting.
             "      :backoff_initial * power(2, least(attempts, 30)), :backoff_max),"
             "      :not_before)) END, "
