@@ -19,7 +19,7 @@ import enum
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -220,8 +220,9 @@ class ItemLoop:
                 break
             try:
                 steps = self._step(run.pending[: run.batch_limit])
-            except _SplitBatchError:
+            except _SplitBatchError as split:
                 run.batch_limit = 1
+                run.record(split.failed)
                 continue
             except DatabaseUnavailableError as error:
                 # The database went away mid-step: nothing was committed, and it
@@ -261,7 +262,7 @@ class ItemLoop:
                 return {
                     item_id: _Step(_Ending.LOST, StepState(), batch.started)
                     for item_id in lost.item_ids
-                }
+                } | self._fail_again(session, batch, exclude=lost.item_ids)
             except Exception as error:
                 if is_database_unavailable(error) or is_lock_conflict(error):
                     raise DatabaseUnavailableError from error
@@ -270,7 +271,7 @@ class ItemLoop:
                     # Not one item's error (those stay with their item): run
                     # each claim on its own, where an error is its item's.
                     logger.warning("batched step failed (%s); stepping items one by one", error)
-                    raise _SplitBatchError from error
+                    raise _SplitBatchError(self._fail_again(session, batch)) from error
                 state = batch.units[0].state if batch.units else StepState(claims[0].item_type)
                 return {claims[0].item_id: self._fail_alone(session, claims[0], state, error)}
         self._audit.write_all(entries, stored=stored)
@@ -313,7 +314,7 @@ class ItemLoop:
         if not batch.isolated:
             raise unit.error  # a lone item: the whole step rolls back (see `_step`)
         if unit.entangled:
-            raise _SplitBatchError  # its writes cannot be undone alone
+            raise _SplitBatchError({})  # its writes cannot be undone alone
         # At once: its savepoint must not enclose the next item's.
         batch.failures.append((unit, self._fail_in_batch(session, unit)))
 
@@ -400,6 +401,26 @@ class ItemLoop:
                 raise DatabaseUnavailableError from failure
             raise
         return self._after_failure_of(claim, state, entries, started)
+
+    def _fail_again(
+        self, session: Session, batch: _Batch, exclude: Collection[uuid.UUID] = ()
+    ) -> dict[uuid.UUID, _Step]:
+        """Record anew, each on its own, the failures a discarded batch had recorded: their
+        actions did fail, and running them again at once would ignore a `Retry-After`."""
+        steps = {}
+        for unit in batch.units:
+            error = unit.error
+            # Those with nothing recorded (lease lost, failure hook raised) run again.
+            if error is None or unit.item_id in exclude or isinstance(error, _NOT_RECORDED):
+                continue
+            try:
+                steps[unit.item_id] = self._fail_alone(session, unit.claim, unit.state, error)
+            except DatabaseUnavailableError:
+                raise
+            except Exception:
+                session.rollback()
+                logger.exception("could not record the failure of %s", unit.item_id)
+        return steps
 
     def _fail_in_batch(self, session: Session, unit: StepUnit) -> list[AuditEntry]:
         """Record one item's failure inside the batch (its own part already undone).
@@ -562,7 +583,12 @@ class ItemLoop:
 
 
 class _SplitBatchError(Exception):
-    """A batched step failed outside any one item's part: retry its items one by one."""
+    """A batched step failed outside any one item's part: retry its items one by one,
+    but for those whose own failure is recorded already (`failed`)."""
+
+    def __init__(self, failed: dict[uuid.UUID, _Step]) -> None:
+        super().__init__(f"{len(failed)} failures recorded")
+        self.failed = failed
 
 
 class _LostError(Exception):
@@ -571,6 +597,9 @@ class _LostError(Exception):
 
 class _UnrecordedError(Exception):
     """Marks a batch item whose failure could not be recorded (its failure hook raised)."""
+
+
+_NOT_RECORDED = (_LostError, _UnrecordedError)
 
 
 def _describe(error: Exception) -> str:
