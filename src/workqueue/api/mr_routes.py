@@ -147,14 +147,14 @@ def list_mr_items(
     caller_identity: FilterText = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 50,
     cursor: FilterText = None,
-) -> WorkItemPage:
+) -> Response:
     """MR items, newest first, filtered on any of the given fields."""
     _mr_config(runtime)
     require(runtime, caller, "read", MR_ITEM_TYPE)
     visible = read_repository.visible_to(runtime.gatekeeper.visibility(caller, "read"))
     return page_body(
         runtime,
-        lambda session: mr_repository.list_mr_items(
+        lambda session: mr_repository.list_mr_rows(
             session,
             project=project,
             package=package,

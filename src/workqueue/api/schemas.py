@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from workqueue.queue.models import WorkItem, WorkItemStatus
+from workqueue.queue.read_repository import ListedRow
 
 
 class DimensionBody(BaseModel):
@@ -130,6 +131,46 @@ def listed_item_body(item: WorkItem, dimensions: list[WorkItemStatus]) -> WorkIt
             ],
         }
     return body
+
+
+def listed_item_json(row: ListedRow) -> dict[str, Any]:
+    """`listed_item_body` from a plain row, as JSON-ready values in the same field order.
+
+    Lists serialise these with `pydantic_core.to_json`, the serializer the
+    models use, so a listed item reads exactly like `listed_item_body`'s
+    (a test compares them); the models stay the schema in OpenAPI.
+    """
+    item = row.item
+    details = row.details
+    actions = details.get("file_actions")
+    if isinstance(actions, list):
+        details = {
+            **details,
+            "file_actions": [
+                _listed_file_action(action) if isinstance(action, Mapping) else action
+                for action in actions
+            ],
+        }
+    return {
+        **{name: item[name] for name in _ITEM_FIELDS},
+        "phase": str(item["phase"]),
+        "dimensions": [
+            {
+                "dimension": dimension["dimension"],
+                "variant": dimension["variant"],
+                "status": str(dimension["status"]),
+                "pending_until": dimension["pending_until"],
+                "updated_at": dimension["updated_at"],
+            }
+            for dimension in row.dimensions
+        ],
+        "details": details,
+    }
+
+
+_ITEM_FIELDS = tuple(
+    name for name in WorkItemBody.model_fields if name not in {"dimensions", "details"}
+)
 
 
 def _listed_file_action(action: Mapping[str, Any]) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import uuid
 from collections.abc import Collection, Sequence
@@ -12,7 +13,8 @@ from datetime import datetime
 from typing import Any, Protocol
 
 import sqlalchemy as sa
-from sqlalchemy.orm import Session, selectin_polymorphic
+from sqlalchemy.dialects.postgresql import aggregate_order_by
+from sqlalchemy.orm import Mapper, Session, selectin_polymorphic
 
 from workqueue.queue.models import WorkItem, WorkItemStatus
 
@@ -26,6 +28,22 @@ class InvalidCursorError(ValueError):
 @dataclass(frozen=True)
 class Page:
     items: list[WorkItem]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class ListedRow:
+    """One listed item as plain values: its `work_items` columns and its detail columns,
+    each by attribute name, and its dimension rows by column name."""
+
+    item: sa.RowMapping
+    details: dict[str, Any]
+    dimensions: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class RowPage:
+    items: list[ListedRow]
     next_cursor: str | None
 
 
@@ -67,6 +85,117 @@ def list_items(
     return Page(rows[:limit], next_cursor)
 
 
+def list_rows(
+    session: Session,
+    *,
+    model: type[WorkItem] = WorkItem,
+    item_types: Collection[str] | None,
+    filters: Sequence[sa.ColumnElement[bool]] = (),
+    limit: int,
+    cursor: str | None,
+) -> RowPage:
+    """`list_items` for the API's lists: the same page as plain rows, in one statement.
+
+    Building ORM objects cost about half of a page's time in the service, and
+    every further round trip waits for a busy database's turn on the CPU. So
+    the page query itself carries each row's detail columns (the model's
+    table, or every known type's table left-joined by primary key for the
+    base model) and its dimension rows (aggregated into arrays by a lateral
+    subquery, which runs only for the rows the limit keeps). One statement
+    is also one snapshot: an item and its dimensions always agree.
+    """
+    shape = _listing_shape(model)
+    statement = list_statement(
+        model,
+        item_types=item_types,
+        filters=filters,
+        limit=limit + 1,
+        cursor=cursor,
+        columns=shape.columns,
+        source=shape.source,
+    )
+    rows = list(session.execute(statement).mappings())
+    next_cursor = (
+        _encode_key(rows[limit - 1]["created_at"], rows[limit - 1]["id"])
+        if len(rows) > limit
+        else None
+    )
+    return RowPage(
+        [ListedRow(row, shape.details_of(row), _dimensions_of_row(row)) for row in rows[:limit]],
+        next_cursor,
+    )
+
+
+@dataclass(frozen=True)
+class _ListingShape:
+    """What a model's page statement selects and joins, and how a row splits back up."""
+
+    columns: list[sa.ColumnElement[Any]]
+    source: sa.FromClause
+    # Labels of each item type's detail columns, by attribute name.
+    detail_labels: dict[str, dict[str, str]]
+
+    def details_of(self, row: sa.RowMapping) -> dict[str, Any]:
+        labels = self.detail_labels.get(row["item_type"], {})
+        return {key: row[label] for key, label in labels.items()}
+
+
+@functools.cache
+def _listing_shape(model: type[WorkItem]) -> _ListingShape:
+    # Built once per model: constructing the select's columns cost more than compiling it.
+    items = WorkItem.__table__
+    base_keys = set(_column_keys(WorkItem.__mapper__))
+    model_mapper = sa.inspect(model)
+    columns: list[sa.ColumnElement[Any]] = [
+        model_mapper.attrs[key].columns[0].label(key) for key in _column_keys(model_mapper)
+    ]
+    detail_labels: dict[str, dict[str, str]] = {}
+    source: sa.FromClause = model_mapper.persist_selectable
+    if model is WorkItem:
+        for mapper in WorkItem.__mapper__.self_and_descendants:
+            table = mapper.local_table
+            if table is items or not isinstance(table, sa.Table):
+                continue  # the base itself, or a type without a table of its own
+            identity = str(mapper.polymorphic_identity)
+            keys = [key for key in _column_keys(mapper) if key not in base_keys]
+            detail_labels[identity] = {key: f"{identity}.{key}" for key in keys}
+            columns += [mapper.attrs[key].columns[0].label(f"{identity}.{key}") for key in keys]
+            source = source.outerjoin(table, table.c.id == items.c.id)
+    else:
+        keys = [key for key in _column_keys(model_mapper) if key not in base_keys]
+        detail_labels[str(model_mapper.polymorphic_identity)] = {key: key for key in keys}
+    statuses = WorkItemStatus.__table__.alias("dimension_rows")
+    in_order = (statuses.c.dimension, statuses.c.variant)
+    dimensions = (
+        sa.select(
+            *(
+                sa.func.array_agg(aggregate_order_by(statuses.c[name], *in_order)).label(name)
+                for name in _DIMENSION_FIELDS
+            )
+        )
+        .where(statuses.c.work_item_id == items.c.id)
+        .lateral("dimensions")
+    )
+    columns += [dimensions.c[name].label(f"dimension.{name}") for name in _DIMENSION_FIELDS]
+    return _ListingShape(columns, source.outerjoin(dimensions, sa.true()), detail_labels)
+
+
+_DIMENSION_FIELDS = ("dimension", "variant", "status", "pending_until", "updated_at")
+
+
+def _dimensions_of_row(row: sa.RowMapping) -> list[dict[str, Any]]:
+    columns = [row[f"dimension.{name}"] for name in _DIMENSION_FIELDS]
+    if columns[0] is None:  # no dimension rows: array_agg over nothing is NULL
+        return []
+    return [
+        dict(zip(_DIMENSION_FIELDS, values, strict=True)) for values in zip(*columns, strict=True)
+    ]
+
+
+def _column_keys(mapper: Mapper[Any]) -> list[str]:
+    return [attribute.key for attribute in mapper.column_attrs]
+
+
 def list_statement(
     model: type[WorkItem],
     *,
@@ -74,6 +203,8 @@ def list_statement(
     filters: Sequence[sa.ColumnElement[bool]],
     limit: int,
     cursor: str | None,
+    columns: Sequence[sa.ColumnElement[Any]] | None = None,
+    source: sa.FromClause | None = None,
 ) -> sa.Select[Any]:
     """The page query: ordered and keyset-paged on `(work_items.created_at, work_items.id)`.
 
@@ -85,8 +216,12 @@ def list_statement(
     (`selectin_polymorphic`), not one per row.
     """
     items = WorkItem.__table__.c
-    statement = sa.select(model).where(*filters)
-    if model is WorkItem:
+    if columns is not None:
+        assert source is not None  # noqa: S101 - given together with columns
+        statement = sa.select(*columns).select_from(source).where(*filters)
+    else:
+        statement = sa.select(model).where(*filters)
+    if model is WorkItem and columns is None:
         subclasses = [
             mapper.class_
             for mapper in WorkItem.__mapper__.self_and_descendants
@@ -106,7 +241,11 @@ def list_statement(
 
 
 def encode_cursor(item: WorkItem) -> str:
-    payload = json.dumps({"created_at": item.created_at.isoformat(), "id": str(item.id)})
+    return _encode_key(item.created_at, item.id)
+
+
+def _encode_key(created_at: datetime, item_id: uuid.UUID) -> str:
+    payload = json.dumps({"created_at": created_at.isoformat(), "id": str(item_id)})
     return base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
 
 

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from workqueue.queue.models import Phase
-from workqueue.queue.read_repository import Page, list_items
+from workqueue.queue.read_repository import Page, RowPage, list_items, list_rows
 from workqueue.types.mr.models import MR_ITEM_TYPE, MRWorkItem
 
 # Namespace of the two-key advisory locks that serialise submissions for one
@@ -114,6 +114,54 @@ def list_mr_items(
     cursor: str | None,
 ) -> Page:
     """MR items matching every given field, and `visible` (the caller's scope), newest first."""
+    filters = mr_list_filters(
+        project=project,
+        package=package,
+        source_branch=source_branch,
+        phase=phase,
+        caller_identity=caller_identity,
+        visible=visible,
+    )
+    return list_items(
+        session, model=MRWorkItem, item_types=None, filters=filters, limit=limit, cursor=cursor
+    )
+
+
+def list_mr_rows(
+    session: Session,
+    *,
+    project: str | None,
+    package: str | None,
+    source_branch: str | None,
+    phase: Phase | None,
+    caller_identity: str | None,
+    visible: sa.ColumnElement[bool] | None = None,
+    limit: int,
+    cursor: str | None,
+) -> RowPage:
+    """`list_mr_items` as plain rows (the API's list)."""
+    filters = mr_list_filters(
+        project=project,
+        package=package,
+        source_branch=source_branch,
+        phase=phase,
+        caller_identity=caller_identity,
+        visible=visible,
+    )
+    return list_rows(
+        session, model=MRWorkItem, item_types=None, filters=filters, limit=limit, cursor=cursor
+    )
+
+
+def mr_list_filters(
+    *,
+    project: str | None,
+    package: str | None,
+    source_branch: str | None,
+    phase: Phase | None,
+    caller_identity: str | None,
+    visible: sa.ColumnElement[bool] | None,
+) -> list[sa.ColumnElement[bool]]:
     wanted = {
         MRWorkItem.project: project,
         MRWorkItem.package: package,
@@ -124,9 +172,7 @@ def list_mr_items(
     filters = [column == value for column, value in wanted.items() if value is not None]
     if visible is not None:
         filters.append(visible)
-    return list_items(
-        session, model=MRWorkItem, item_types=None, filters=filters, limit=limit, cursor=cursor
-    )
+    return filters
 
 
 # -- webhook resolution (DDR-32) ---------------------------------------------------
