@@ -121,9 +121,14 @@ def _entry_diff(
 
 def diff_trees(old: Tree, new: Tree) -> list[FileDiff]:
     """Every changed path, ordered by path like git; exact-content moves become renames."""
-    removed = sorted(path for path in old if path not in new)
-    added = sorted(path for path in new if path not in old)
-    changed = sorted(path for path in old if path in new and old[path] != new[path])
+    removed = sorted(old.keys() - new.keys())
+    added = sorted(new.keys() - old.keys())
+    # Trees share unchanged entries with their parents: the identity test skips those cheaply.
+    changed = sorted(
+        path
+        for path, entry in new.items()
+        if (before := old.get(path)) is not entry and before is not None and before != entry
+    )
     renames: dict[str, str] = {}
     for new_path in added:
         for old_path in removed:

@@ -381,12 +381,15 @@ def mr_commits(state: SimulatorState, request: Request) -> Response:
 def mr_pipelines(state: SimulatorState, request: Request) -> Response:
     project = lookups.project(state, request)
     mr = lookups.merge_request(project, request)
-    shas = {c.id for c in project.repository.log(mr.sha)}
+    repo = project.repository
     found = [
         p
         for p in state.pipelines.values()
         if p.project_id == project.id
-        and (p.merge_request_iid == mr.iid or (p.ref == mr.source_branch and p.sha in shas))
+        and (
+            p.merge_request_iid == mr.iid
+            or (p.ref == mr.source_branch and repo.is_ancestor(p.sha, mr.sha))
+        )
     ]
     found.sort(key=lambda p: p.id, reverse=True)
     return paginate(request, [pipeline_basic(state, p) for p in found])

@@ -94,12 +94,19 @@ def _merge_entry(
 
 def merge_trees(base: Tree, ours: Tree, theirs: Tree) -> tuple[dict[str, FileEntry], list[str]]:
     """The merged tree and the sorted list of conflicting paths (empty when clean)."""
-    merged: dict[str, FileEntry] = {}
+    # A path where theirs holds the very entry object of base merges to ours (the first
+    # rule of `_merge_entry`), so only the paths theirs touched need a look. Trees share
+    # unchanged entries with their parents, so that is a few paths, not the whole tree.
+    touched = {path for path, entry in theirs.items() if base.get(path) is not entry}
+    touched.update(base.keys() - theirs.keys())
+    merged = dict(ours)
     conflicts: list[str] = []
-    for path in sorted(set(base) | set(ours) | set(theirs)):
+    for path in sorted(touched):
         entry, conflicted = _merge_entry(base.get(path), ours.get(path), theirs.get(path))
         if conflicted:
             conflicts.append(path)
-        elif entry is not None:
+        if entry is None:
+            merged.pop(path, None)
+        else:
             merged[path] = entry
     return merged, conflicts
