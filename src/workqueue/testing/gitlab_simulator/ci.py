@@ -139,10 +139,8 @@ def head_pipeline(state: SimulatorState, project: Project, mr: MergeRequest) -> 
     """`diff_head_pipeline`: the newest branch or MR pipeline for the MR's head sha."""
     candidates = [
         pipeline
-        for pipeline in state.pipelines.values()
-        if pipeline.project_id == project.id
-        and pipeline.sha == mr.sha
-        and (pipeline.ref == mr.source_branch or pipeline.merge_request_iid == mr.iid)
+        for pipeline in state.pipelines_for_sha(project.id, mr.sha)
+        if pipeline.ref == mr.source_branch or pipeline.merge_request_iid == mr.iid
     ]
     return max(candidates, key=lambda p: p.id, default=None)
 

@@ -315,7 +315,11 @@ def mr_diffs(project: Project, mr: MergeRequest) -> list[FileDiff]:
     target = repo.branches.get(mr.target_branch)
     base = repo.merge_base(target, mr.sha) if target is not None else None
     base_tree = repo.commits[base].tree if base is not None else {}
-    return diff_trees(base_tree, repo.commits[mr.sha].tree)
+    # Memoised by sha (commits never change): every single GET reports changes_count.
+    diffs = repo.memo(
+        "diffs", (base, mr.sha), lambda: tuple(diff_trees(base_tree, repo.commits[mr.sha].tree))
+    )
+    return list(diffs)
 
 
 def _users(state: SimulatorState, ids: list[int]) -> list[dict[str, Any]]:

@@ -53,7 +53,7 @@ def trigger_pipeline(state: SimulatorState, request: Request) -> Response:
         variables=variables,
     )
     project.next_pipeline_iid += 1
-    state.pipelines[pipeline.id] = pipeline
+    state.add_pipeline(pipeline)
     return json_response(pipeline_entity(state, pipeline), status=201)
 
 

@@ -75,7 +75,7 @@ class CiHelpers(SimulatorBase):
                 merge_request_iid=merge_request_iid,
             )
             found.next_pipeline_iid += 1
-            state.pipelines[pipeline.id] = pipeline
+            state.add_pipeline(pipeline)
             for spec in jobs:
                 add_job(state, pipeline, spec, pipeline.user)
             pipeline.status_override = status

@@ -88,10 +88,18 @@ def conflicting_paths(project: Project, mr: MergeRequest) -> list[str]:
     target = repo.branches.get(mr.target_branch)
     if target is None or mr.sha not in repo.commits:
         return []
-    base = repo.merge_base(target, mr.sha)
+    head = mr.sha
+    return list(repo.memo("conflicts", (target, head), lambda: _conflicts(project, target, head)))
+
+
+def _conflicts(project: Project, target: str, head: str) -> tuple[str, ...]:
+    # Depends only on the two commits (and their merge base), so it is memoised by sha:
+    # a moved target branch or a new source head is a new key, never a stale answer.
+    repo = project.repository
+    base = repo.merge_base(target, head)
     base_tree = repo.commits[base].tree if base is not None else {}
-    _, conflicts = merge_trees(base_tree, repo.commits[target].tree, repo.commits[mr.sha].tree)
-    return conflicts
+    _, conflicts = merge_trees(base_tree, repo.commits[target].tree, repo.commits[head].tree)
+    return tuple(conflicts)
 
 
 def detailed_merge_status(state: SimulatorState, project: Project, mr: MergeRequest) -> str:

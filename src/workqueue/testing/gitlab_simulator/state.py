@@ -187,6 +187,8 @@ class SimulatorState:
         self.token_labels: dict[str, str] = {}
         self.projects: dict[int, Project] = {}
         self.pipelines: dict[int, Pipeline] = {}
+        # Pipelines by (project id, sha): every MR read looks up its head's pipelines.
+        self._pipelines_by_sha: dict[tuple[int, str], list[Pipeline]] = {}
         self.jobs: dict[int, Job] = {}
         self.notes: dict[int, Note] = {}
         # Distinct ranges per kind, so a test that mixes up an id and an iid fails loudly.
@@ -201,6 +203,14 @@ class SimulatorState:
 
     def next_id(self, kind: str) -> int:
         return next(self._ids[kind])
+
+    def add_pipeline(self, pipeline: Pipeline) -> None:
+        """Store a new pipeline (its sha never changes afterwards)."""
+        self.pipelines[pipeline.id] = pipeline
+        self._pipelines_by_sha.setdefault((pipeline.project_id, pipeline.sha), []).append(pipeline)
+
+    def pipelines_for_sha(self, project_id: int, sha: str) -> list[Pipeline]:
+        return list(self._pipelines_by_sha.get((project_id, sha), ()))
 
     @staticmethod
     def now() -> datetime:
