@@ -14,7 +14,16 @@ webhooks) and `faults.FaultInjector.inject` for the fault options.
 from workqueue.testing.gitlab_simulator.ci import JobSpec
 from workqueue.testing.gitlab_simulator.faults import FaultRule, RequestRecord
 from workqueue.testing.gitlab_simulator.repository import ZERO_SHA, Commit
-from workqueue.testing.gitlab_simulator.simulator import GitLabSimulator
+from workqueue.testing.gitlab_simulator.simulator import GitLabSimulator, MergeRequestHead
 from workqueue.testing.gitlab_simulator.state import User
 
-__all__ = ["ZERO_SHA", "Commit", "FaultRule", "GitLabSimulator", "JobSpec", "RequestRecord", "User"]
+__all__ = [
+    "ZERO_SHA",
+    "Commit",
+    "FaultRule",
+    "GitLabSimulator",
+    "JobSpec",
+    "MergeRequestHead",
+    "RequestRecord",
+    "User",
+]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 
 from workqueue.testing.gitlab_simulator.application import Application
 from workqueue.testing.gitlab_simulator.entities import (
@@ -37,6 +37,12 @@ from workqueue.testing.gitlab_simulator.state import (
 )
 
 MERGE_METHODS = ("merge", "rebase_merge", "ff")
+
+
+class MergeRequestHead(NamedTuple):
+    iid: int
+    sha: str
+    source_branch: str
 
 
 def _as_bytes(content: str | bytes) -> bytes:
@@ -350,6 +356,21 @@ class GitLabSimulator(CiHelpers, MergeabilityHelpers, WebhookHelpers):
                 for mr in sorted(found.merge_requests.values(), key=lambda m: m.iid)
                 if (state is None or mr.state == state)
                 and (source_branch is None or mr.source_branch == source_branch)
+            ]
+
+    def merge_request_heads(
+        self, project: ProjectRef, *, state: str | None = "opened"
+    ) -> list[MergeRequestHead]:
+        """(iid, head sha, source branch) of each MR in `state` (None: all), by iid.
+
+        Without building the API entity (mergeability, pipelines), so a test's CI
+        loop can poll it often while the history grows."""
+        with self._locked():
+            found = self._project(project)
+            return [
+                MergeRequestHead(mr.iid, mr.sha, mr.source_branch)
+                for mr in sorted(found.merge_requests.values(), key=lambda m: m.iid)
+                if state is None or mr.state == state
             ]
 
     def create_merge_request(
