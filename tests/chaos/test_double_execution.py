@@ -10,6 +10,7 @@ per replica come from each replica's `workqueue_actions_total`.
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
@@ -38,7 +39,9 @@ SUBMITTERS = 4
 
 def overlaps(simulator: GitLabSimulator) -> tuple[int, int]:
     """(overlapping pairs of calls about one item, of those from different replicas)."""
-    branches = {mr["iid"]: mr["source_branch"] for mr in simulator.merge_requests(PROJECT)}
+    branches = {
+        head.iid: head.source_branch for head in simulator.merge_request_heads(PROJECT, state=None)
+    }
     calls: dict[str, list[tuple[float, float, str | None]]] = defaultdict(list)
     for record in simulator.log.records():
         branch = item_branch(record, branches)
@@ -63,6 +66,7 @@ def actions_of(replica) -> float:
 def test_no_double_execution_across_three_replicas(chaos_db, conninfo, simulator, rng, report):
     verdict = Verdict()
     submitted: list[str] = []
+    wave_seconds: list[float] = []
     with replicas(REPLICAS, chaos_db.direct_url, service_config(simulator.url), simulator) as group:
         sender = Sender(group, rng)
         ci = GreenCI(simulator, sender)
@@ -70,6 +74,7 @@ def test_no_double_execution_across_three_replicas(chaos_db, conninfo, simulator
         try:
             wave = 0
             while sum(actions_of(r) for r in group) < ACTIONS:
+                started = time.monotonic()
                 with ThreadPoolExecutor(SUBMITTERS) as pool:
                     submitted += pool.map(
                         lambda i, w=wave: sender.submit(submission(i, f"w{w}-")),
@@ -81,6 +86,9 @@ def test_no_double_execution_across_three_replicas(chaos_db, conninfo, simulator
                     timeout=300,
                     explain=lambda: stuck_items(conninfo),
                 )
+                wave_seconds.append(time.monotonic() - started)
+                # Shown with the captured output if a later wave fails.
+                print(f"wave {wave}: {wave_seconds[-1]:.0f} s, {len(set(submitted))} items")
             wait_quiescent(conninfo)
             per_replica = {r.name: actions_of(r) for r in group}
         finally:
@@ -102,5 +110,7 @@ def test_no_double_execution_across_three_replicas(chaos_db, conninfo, simulator
         actions_per_replica="/".join(f"{n}:{int(v)}" for n, v in sorted(per_replica.items())),
         min_share=min(shares.values(), default=0.0),
         max_share=max(shares.values(), default=0.0),
+        items=len(set(submitted)),
+        wave_seconds="/".join(f"{seconds:.0f}" for seconds in wave_seconds),
     )
     report.finish("double_execution", verdict)

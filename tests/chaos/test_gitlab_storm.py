@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -31,7 +30,7 @@ from invariants import (
     wait_quiescent,
 )
 from replicas import Replica, replicas, service_config
-from workload import PROJECT, Sender, submission, terminal_count, wait_for
+from workload import PROJECT, CIRunner, Sender, submission, terminal_count, wait_for
 
 from workqueue.testing.gitlab_simulator import GitLabSimulator, JobSpec, RequestRecord
 
@@ -50,54 +49,31 @@ STORM = [
 ]
 
 
-class FlakyCI:
+class FlakyCI(CIRunner):
     """Each new MR head gets a pipeline whose job fails (runner_system_failure); a job
     the herder retried is run green. Every change is told by a Pipeline Hook."""
 
+    interval = 0.2
+
     def __init__(self, simulator: GitLabSimulator, sender: Sender) -> None:
-        self.simulator, self.sender = simulator, sender
-        self.problems: list[BaseException] = []
-        self._heads: set[str] = set()
+        super().__init__(simulator, sender, "flaky-ci")
         self._pipelines: list[int] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(60)
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                self._tick()
-                self._stop.wait(0.2)
-        except BaseException as error:
-            self.problems.append(error)
-
-    def _hook(self, pipeline: int) -> None:
-        key = str(uuid.uuid4())
-        self.sender.webhook(self.simulator.pipeline_hook(pipeline), key, "Pipeline Hook")
-
-    def _tick(self) -> None:
-        for mr in self.simulator.merge_requests(PROJECT, state="opened"):
-            head = f"{mr['iid']}:{mr['sha']}"
-            if head in self._heads:
-                continue
-            self._heads.add(head)
+    def tick(self) -> None:
+        for head in self.new_heads():
             failing = JobSpec("unit-tests", status="failed", failure_reason="runner_system_failure")
             pipeline = self.simulator.create_pipeline(
-                PROJECT, merge_request_iid=mr["iid"], jobs=[failing]
+                PROJECT, merge_request_iid=head.iid, jobs=[failing]
             )
             self._pipelines.append(pipeline)
-            self._hook(pipeline)
+            self.pipeline_hook(pipeline)
+        # Every pipeline stays watched: a herder retry repeated after a lost answer can
+        # add a pending job to a pipeline that is green already (30 items: cheap).
         for pipeline in self._pipelines:
             for job in self.simulator.jobs(pipeline):
                 if job["status"] in {"pending", "created"}:
                     self.simulator.set_job_status(job["id"], "success")
-                    self._hook(pipeline)
+                    self.pipeline_hook(pipeline)
 
 
 class BreakerWatch:
