@@ -143,6 +143,7 @@ class ProcessingManager:
         self._held: dict[uuid.UUID, lease_repository.Claim] = {}  # claimed: queued or running
         self._queued: deque[lease_repository.Claim] = deque()  # claimed, waiting for a worker
         self._running = 0
+        self._tasks = 0  # worker tasks submitted and not yet finished (at most `workers`)
         self._busy_workers = 0  # workers stepping a batch right now
         self._lost: set[uuid.UUID] = set()
         self._requested: set[uuid.UUID] = set()  # woken, not yet tried
@@ -326,7 +327,12 @@ class ProcessingManager:
                     )
         with self._lock:
             self._queued.extend(claims)
-        for _ in claims:
+            # A task steps batches until the queue is empty, so at most one
+            # per worker is needed (a task per claim cost the dispatcher more
+            # time in creating futures than in claiming).
+            tasks = max(0, min(len(self._queued), self._config.workers - self._tasks))
+            self._tasks += tasks
+        for _ in range(tasks):
             self._pool.submit(self._run_queued)
 
     def _plan_dispatch(self) -> DispatchPlan | None:
@@ -380,10 +386,16 @@ class ProcessingManager:
     # -- workers ---------------------------------------------------------------
 
     def _run_queued(self) -> None:
-        """Run the next batch of queued claims (one task is submitted per claim)."""
-        batch = self._take_batch()
-        if not batch:
-            return  # an earlier task took this claim into its batch
+        """A worker's task: step batches of queued claims until none is left."""
+        try:
+            while batch := self._take_batch():
+                self._run_batch(batch)
+        except BaseException:
+            with self._lock:
+                self._tasks -= 1
+            raise
+
+    def _run_batch(self, batch: list[lease_repository.Claim]) -> None:
         ended: set[uuid.UUID] = set()
 
         def claim_ended(claim: lease_repository.Claim, result: ClaimResult) -> None:
@@ -421,12 +433,17 @@ class ProcessingManager:
     def _take_batch(self) -> list[lease_repository.Claim]:
         """The oldest queued claim and, when a backlog waits, more of its type.
 
+        An empty queue ends the calling task (nothing is returned).
+
         Sized by `dispatch_plan.step_batch_size`: with a short queue every
         claim gets a worker of its own, fast items share a transaction, slow
         ones go one at a time.
         """
         with self._lock:
             if not self._queued:
+                # Under the lock that adding claims takes: the dispatcher
+                # either sees this task gone or this task sees its claims.
+                self._tasks -= 1
                 return []
             first = self._queued.popleft()
             size = step_batch_size(
