@@ -4,7 +4,8 @@ A step reads every item of its batch in one statement and ends them all in
 two or three: the dimension rows the step changed, the events it consumed,
 and `workqueue_finish_steps` (migration 0012), which idles or continues each
 item fenced on its own lease token. Statements go to the driver (psycopg)
-where SQLAlchemy's per-statement overhead would cost more than the statement.
+where SQLAlchemy's per-statement overhead would cost more than the statement,
+and arrays as one literal each (`pg_arrays`).
 
 Nothing here commits.
 """
@@ -22,6 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 
+from workqueue.queue import pg_arrays
 from workqueue.queue.dimensions import DimensionState, DimensionUpdate
 from workqueue.queue.lease_repository import Claim
 from workqueue.queue.models import DimensionStatus, PendingEvent, WorkItem, WorkItemStatus
@@ -47,7 +49,7 @@ def load_batch(
     """
     rows = session.execute(
         _batch_snapshot_query(model),
-        {"item_ids": list(item_ids)},
+        {"item_ids": pg_arrays.uuids(item_ids)},
         execution_options={"populate_existing": True},
     ).all()
     snapshots = {}
@@ -86,7 +88,8 @@ def _batch_snapshot_query(model: type[WorkItem]) -> sa.Select[Any]:
         .scalar_subquery()
     )
     has_events = sa.exists().where(PendingEvent.work_item_id == model.id)
-    ids = sa.bindparam("item_ids", type_=postgresql.ARRAY(sa.Uuid()))
+    # One array literal (`pg_arrays`), not a list psycopg adapts element by element.
+    ids = sa.cast(sa.bindparam("item_ids", type_=sa.Text()), postgresql.ARRAY(sa.Uuid()))
     return sa.select(model, sa.func.now(), has_events, dimension_rows).where(
         model.id == sa.any_(ids)
     )
@@ -112,11 +115,11 @@ def write_dimensions(
     driver_connection(session).execute(
         _WRITE_DIMENSIONS,
         (
-            [item_id for item_id, _, _ in latest],
-            [dimension for _, dimension, _ in latest],
-            [variant for _, _, variant in latest],
-            [update.status.value for update in latest.values()],
-            [update.pending_until for update in latest.values()],
+            pg_arrays.uuids(item_id for item_id, _, _ in latest),
+            pg_arrays.texts(dimension for _, dimension, _ in latest),
+            pg_arrays.texts(variant for _, _, variant in latest),
+            pg_arrays.texts(update.status.value for update in latest.values()),
+            pg_arrays.timestamps(update.pending_until for update in latest.values()),
         ),
     )
 
@@ -179,11 +182,11 @@ def finish_steps(
             "SELECT item_id, outcome FROM workqueue_finish_steps("
             "%s::uuid[], %s::uuid[], %s::timestamptz[], %s::boolean[], %s::boolean[], %s, %s)",
             (
-                [end.claim.item_id for end in ends],
-                [end.claim.lease_token for end in ends],
-                [end.seen_updated_at for end in ends],
-                [end.want_idle for end in ends],
-                [end.action_succeeded for end in ends],
+                pg_arrays.uuids(end.claim.item_id for end in ends),
+                pg_arrays.uuids(end.claim.lease_token for end in ends),
+                pg_arrays.timestamps(end.seen_updated_at for end in ends),
+                pg_arrays.booleans(end.want_idle for end in ends),
+                pg_arrays.booleans(end.action_succeeded for end in ends),
                 lease_seconds,
                 # A lone item may wait for its lock; a batch must not (see 0012).
                 len(ends) == 1,
