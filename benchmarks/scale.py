@@ -58,7 +58,7 @@ from workqueue.queue import lease_repository, read_repository, repository, reten
 from workqueue.queue.models import Phase, WorkItem
 from workqueue.testing.gitlab_simulator import GitLabSimulator
 from workqueue.types.mr.models import MRWorkItem
-from workqueue.types.mr.repository import list_mr_items
+from workqueue.types.mr.repository import list_mr_rows
 
 CLIENT_THREADS = 8
 DUE_ITEMS = 500
@@ -158,7 +158,7 @@ def active_count(engine: Engine) -> int:
 
 
 def mr_list_query(arguments: dict[str, Any]) -> Callable[[Session], object]:
-    return lambda session: list_mr_items(session, limit=50, **arguments)
+    return lambda session: list_mr_rows(session, limit=50, **arguments)
 
 
 def database_figures(engine: Engine, total: int) -> dict[str, Any]:
@@ -196,14 +196,14 @@ def database_figures(engine: Engine, total: int) -> dict[str, Any]:
         ),
         "due_time": lambda s: repository.seconds_until_due(s, ["mr"]),
         "wake_due_deferrals": lambda s: repository.wake_due_deferrals(s, ["mr"]),
-        "generic_list_type_phase": lambda s: read_repository.list_items(
+        "generic_list_type_phase": lambda s: read_repository.list_rows(
             s,
             item_types=["mr"],
             filters=[WorkItem.phase == Phase.COMPLETED],
             limit=50,
             cursor=None,
         ),
-        "generic_list_active": lambda s: read_repository.list_items(
+        "generic_list_active": lambda s: read_repository.list_rows(
             s, item_types=None, filters=[WorkItem.phase == Phase.ACTIVE], limit=50, cursor=None
         ),
         "item_get": lambda s: (

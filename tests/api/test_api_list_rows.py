@@ -132,6 +132,11 @@ def test_every_list_page_reads_as_the_model_path_writes_it(quiet_client, engine)
             {"package": "pkg-1"},
             lambda session, cursor: mr(session, cursor, package="pkg-1"),
         ),
+        (
+            "/api/work-items/mr",
+            {"project": PROJECT},
+            lambda session, cursor: mr(session, cursor, project=PROJECT),
+        ),
     ]
     for path, filters, query in walks:
         cursor = None
@@ -166,3 +171,30 @@ def test_a_bad_cursor_is_still_a_422_naming_it(quiet_client):
         answer = quiet_client.get(path, params={"cursor": "bm90IGEgY3Vyc29y"})
         assert answer.status_code == 422
         assert answer.json()["detail"][0]["loc"] == ["query", "cursor"]
+
+
+def test_project_and_package_lists_page_on_an_exact_copy_of_the_creation_key(
+    quiet_client, engine
+):
+    """Those lists order on `mr_details.item_created_at` (migration 0014's trigger copy):
+    it must equal `work_items.created_at` for every row, and a cursor taken from one
+    list must continue any other exactly where the item sits."""
+    for n in range(6):
+        assert quiet_client.post("/api/work-items/mr", json=submission(n)).status_code == 201
+    with engine.connect() as connection:
+        mismatched = connection.execute(
+            sa.text(
+                "SELECT count(*) FROM mr_details JOIN work_items USING (id)"
+                " WHERE mr_details.item_created_at IS DISTINCT FROM work_items.created_at"
+            )
+        ).scalar_one()
+        copies = connection.execute(sa.text("SELECT count(*) FROM mr_details")).scalar_one()
+    assert (mismatched, copies) == (0, 6)
+
+    everything = quiet_client.get("/api/work-items/mr", params={"limit": 50}).json()["items"]
+    newest_first = [item["id"] for item in everything]
+    first = quiet_client.get("/api/work-items/mr", params={"limit": 2}).json()
+    rest = quiet_client.get(
+        "/api/work-items/mr", params={"project": PROJECT, "cursor": first["next_cursor"]}
+    ).json()["items"]
+    assert [item["id"] for item in rest] == newest_first[2:]

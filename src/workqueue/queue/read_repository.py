@@ -21,6 +21,10 @@ from workqueue.queue.models import WorkItem, WorkItemStatus
 MAX_PAGE_SIZE = 500
 
 
+OrderKeys = tuple[sa.ColumnElement[datetime], sa.ColumnElement[uuid.UUID]]
+"""Columns holding an item's `(created_at, id)` that a page is ordered and keyed on."""
+
+
 class InvalidCursorError(ValueError):
     """The cursor was not produced by this service (or was altered)."""
 
@@ -75,10 +79,16 @@ def list_items(
     filters: Sequence[sa.ColumnElement[bool]] = (),
     limit: int,
     cursor: str | None,
+    order_keys: OrderKeys | None = None,
 ) -> Page:
     """Newest first; `item_types` None means every type; the cursor continues a previous page."""
     statement = list_statement(
-        model, item_types=item_types, filters=filters, limit=limit + 1, cursor=cursor
+        model,
+        item_types=item_types,
+        filters=filters,
+        limit=limit + 1,
+        cursor=cursor,
+        order_keys=order_keys,
     )
     rows = list(session.scalars(statement))
     next_cursor = encode_cursor(rows[limit - 1]) if len(rows) > limit else None
@@ -93,6 +103,7 @@ def list_rows(
     filters: Sequence[sa.ColumnElement[bool]] = (),
     limit: int,
     cursor: str | None,
+    order_keys: OrderKeys | None = None,
 ) -> RowPage:
     """`list_items` for the API's lists: the same page as plain rows, in one statement.
 
@@ -113,6 +124,7 @@ def list_rows(
         cursor=cursor,
         columns=shape.columns,
         source=shape.source,
+        order_keys=order_keys,
     )
     rows = list(session.execute(statement).mappings())
     next_cursor = (
@@ -205,17 +217,22 @@ def list_statement(
     cursor: str | None,
     columns: Sequence[sa.ColumnElement[Any]] | None = None,
     source: sa.FromClause | None = None,
+    order_keys: OrderKeys | None = None,
 ) -> sa.Select[Any]:
     """The page query: ordered and keyset-paged on `(work_items.created_at, work_items.id)`.
 
     Both keys are `work_items` columns even for a detail model (whose `id` is
     the detail table's), so the order walks `ix_work_items_created_at_id`
     (or `ix_work_items_item_type_phase_created_at_id` under those filters)
-    and stops after `limit` rows instead of sorting the table. The base model
+    and stops after `limit` rows instead of sorting the table. A type whose
+    filter column lives in its detail table may pass `order_keys`: copies of
+    the same two values there, indexed after that column, so the walk is
+    one index either way and cursors stay interchangeable. The base model
     loads every listed type's detail columns with one query per type
     (`selectin_polymorphic`), not one per row.
     """
     items = WorkItem.__table__.c
+    created_key, id_key = order_keys or (items.created_at, items.id)
     if columns is not None:
         assert source is not None  # noqa: S101 - given together with columns
         statement = sa.select(*columns).select_from(source).where(*filters)
@@ -234,10 +251,9 @@ def list_statement(
     if cursor is not None:
         created_at, item_id = decode_cursor(cursor)
         statement = statement.where(
-            sa.tuple_(items.created_at, items.id)
-            < sa.tuple_(sa.literal(created_at), sa.literal(item_id))
+            sa.tuple_(created_key, id_key) < sa.tuple_(sa.literal(created_at), sa.literal(item_id))
         )
-    return statement.order_by(items.created_at.desc(), items.id.desc()).limit(limit)
+    return statement.order_by(created_key.desc(), id_key.desc()).limit(limit)
 
 
 def encode_cursor(item: WorkItem) -> str:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import enum
 import uuid
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, Unmapped, mapped_column, unmapped_column
 
 from workqueue.queue.models import WorkItem
 
@@ -72,13 +73,21 @@ class MRWorkItem(WorkItem):
     # Why reconcile_mr does not merge now: {"code", "message", "since"}; None
     # when nothing blocks, before the MR exists, and once it is merged.
     merge_blocker: Mapped[dict[str, str] | None] = mapped_column(JSONB)
+    # `work_items.created_at`, copied by a trigger on insert (migration 0014),
+    # so project and package lists walk one index newest first. Unmapped: a
+    # list key, not a detail of the item.
+    item_created_at: Unmapped[datetime] = unmapped_column(
+        sa.DateTime(timezone=True), nullable=False
+    )
 
     __table_args__ = (
         # Upsert lookups and list filters go by the natural identity.
         sa.Index("ix_mr_details_project_source_branch", "project", "source_branch"),
-        # List filters on one of these alone (migration 0011).
+        # The source-branch list filter alone (migration 0011).
         sa.Index("ix_mr_details_source_branch", "source_branch"),
-        sa.Index("ix_mr_details_package", "package"),
+        # Project and package lists, newest first (migration 0014).
+        sa.Index("ix_mr_details_project_item_created_at_id", "project", "item_created_at", "id"),
+        sa.Index("ix_mr_details_package_item_created_at_id", "package", "item_created_at", "id"),
         # Webhook resolution by MR and by pipeline.
         sa.Index("ix_mr_details_project_mr_iid", "project", "mr_iid"),
         sa.Index(

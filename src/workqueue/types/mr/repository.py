@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from workqueue.queue.models import Phase
-from workqueue.queue.read_repository import Page, RowPage, list_items, list_rows
+from workqueue.queue.read_repository import OrderKeys, Page, RowPage, list_items, list_rows
 from workqueue.types.mr.models import MR_ITEM_TYPE, MRWorkItem
 
 # Namespace of the two-key advisory locks that serialise submissions for one
@@ -123,7 +123,13 @@ def list_mr_items(
         visible=visible,
     )
     return list_items(
-        session, model=MRWorkItem, item_types=None, filters=filters, limit=limit, cursor=cursor
+        session,
+        model=MRWorkItem,
+        item_types=None,
+        filters=filters,
+        limit=limit,
+        cursor=cursor,
+        order_keys=_order_keys(project=project, package=package),
     )
 
 
@@ -149,8 +155,22 @@ def list_mr_rows(
         visible=visible,
     )
     return list_rows(
-        session, model=MRWorkItem, item_types=None, filters=filters, limit=limit, cursor=cursor
+        session,
+        model=MRWorkItem,
+        item_types=None,
+        filters=filters,
+        limit=limit,
+        cursor=cursor,
+        order_keys=_order_keys(project=project, package=package),
     )
+
+
+def _order_keys(*, project: str | None, package: str | None) -> OrderKeys | None:
+    """Project and package pages walk their `(column, item_created_at, id)` index."""
+    if project is None and package is None:
+        return None
+    details = MRWorkItem.__table__.c
+    return (details.item_created_at, details.id)
 
 
 def mr_list_filters(
