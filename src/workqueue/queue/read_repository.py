@@ -126,7 +126,7 @@ def list_rows(
         source=shape.source,
         order_keys=order_keys,
     )
-    rows = list(session.execute(statement).mappings())
+    rows = session.execute(statement).mappings().all()  # one fetchall, not a fetch per row
     next_cursor = (
         _encode_key(rows[limit - 1]["created_at"], rows[limit - 1]["id"])
         if len(rows) > limit
