@@ -316,6 +316,45 @@ def test_many_deliveries_in_one_statement_keep_the_first_of_each_key(sessions, r
     assert stored == [("seen", None), ("a", "0"), (None, "3"), ("b", "4"), (None, "5")]
 
 
+def test_awkward_keys_and_bodies_survive_the_batch_statement(sessions, registry, items):
+    """The batch goes as array literals: quotes, backslashes, braces, commas, NULL-looking
+    keys and non-ASCII text come back as sent, raw bodies included."""
+    awkward = ['"', "\\", "{a,b}", "NULL", "null", " x ", "café ✓", 'a\\"b', "", "\t\n"]
+    raw = b'{"targets": [], "s": "q\\"u\\\\o{t,e}", "u": "\\u00e9\\n"}'
+    deliveries = [
+        intake.new_delivery(
+            source=f"webhook{text}",
+            delivery_key=f"k{n}{text}",
+            event_type="poke",
+            body={"targets": [], "text": text, "nested": {text: [text]}},
+        )
+        for n, text in enumerate(awkward)
+    ]
+    deliveries.append(
+        intake.new_delivery(
+            source="webhook",
+            delivery_key="raw",
+            event_type="poke",
+            body={"targets": [], "s": 'q"u\\o{t,e}', "u": "é\n"},
+            raw_body=raw,
+        )
+    )
+
+    statuses = run_in_transaction(
+        sessions, lambda session: intake.store_deliveries(session, deliveries)
+    )
+
+    assert statuses == ["accepted"] * len(deliveries)
+    stored = table(
+        sessions, "SELECT delivery_key, source, body FROM incoming_deliveries ORDER BY id"
+    )
+    assert stored[:-1] == [
+        (f"k{n}{text}", f"webhook{text}", {"targets": [], "text": text, "nested": {text: [text]}})
+        for n, text in enumerate(awkward)
+    ]
+    assert stored[-1] == ("raw", "webhook", {"targets": [], "s": 'q"u\\o{t,e}', "u": "é\n"})
+
+
 def test_concurrent_webhooks_are_stored_together_and_each_answered(database_url, simulator, world):
     """Forty requests at once, ten of them repeating another's key: one answer each."""
     with webhook_app(database_url, simulator.url) as service:
