@@ -15,6 +15,12 @@ which matters on a two-core machine. The service's own CPU per webhook is read
 from `/proc`.
 
 Usage: python benchmarks/events.py [--rates 200,1000] [--seconds 10] [--items 100] [--json]
+       [--profile DIR]
+
+With `--profile DIR`, py-spy (next to this Python) samples the service during
+every items round and its drain (only the thread holding the GIL) and leaves
+`items_RATE.txt` (py-spy's raw collapsed stacks,
+one line per distinct stack with its sample count) in DIR.
 """
 
 from __future__ import annotations
@@ -155,7 +161,14 @@ def start_service(url: URL, gitlab_url: str, workdir: Path) -> tuple[subprocess.
     raise RuntimeError("the service did not start")
 
 
-def run(url: URL, rates: list[int], seconds: float, items: int, connections: int) -> dict[str, Any]:
+def run(
+    url: URL,
+    rates: list[int],
+    seconds: float,
+    items: int,
+    connections: int,
+    profile: Path | None = None,
+) -> dict[str, Any]:
     simulator = GitLabSimulator(token=TOKEN).start()
     simulator.create_project(PROJECT, {"version.txt": "0\n"})
     workdir = Path(tempfile.mkdtemp(prefix="workqueue-bench-events-"))
@@ -193,15 +206,30 @@ def run(url: URL, rates: list[int], seconds: float, items: int, connections: int
                 base, process.pid, [], unmatched, rate, seconds, starts, connections
             )
         for rate in rates:
+            profiler = None
+            if profile is not None:
+                profiler = start_profiler(process.pid, profile / f"items_{rate}.txt", seconds + 3)
             results[f"{rate}_per_s"] = measure(
                 base, process.pid, ids, hooks, rate, seconds, starts, connections
             )
+            if profiler is not None:
+                profiler.wait(60)
     finally:
         process.terminate()
         process.wait(60)
         simulator.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     return results
+
+
+def start_profiler(pid: int, output: Path, seconds: float) -> subprocess.Popen[bytes]:
+    """py-spy sampling `pid` for `seconds` (raw collapsed stacks, without pausing it)."""
+    py_spy = Path(sys.executable).with_name("py-spy")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    command = [str(py_spy), "record", "-p", str(pid), "-f", "raw", "-o", str(output)]
+    # --gil: only the thread holding the GIL, i.e. where the interpreter's time goes.
+    command += ["-d", str(max(1, int(seconds))), "-r", "250", "--gil", "--nonblocking"]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def submission(n: int) -> dict[str, Any]:
@@ -228,8 +256,9 @@ def measure(
     cpu_before = process_cpu_seconds(service_pid)
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         load = pool.apply(load_generator, (base, hooks, rate, total, connections))
-    cpu_seconds = process_cpu_seconds(service_pid) - cpu_before
     time.sleep(3.0)  # let the last events be processed
+    # Read after the drain: steps that fell behind the load still count.
+    cpu_seconds = process_cpu_seconds(service_pid) - cpu_before
     latencies = []
     for index, moment in load["due"] if ids else ():
         start = starts.first_after(ids[index % len(ids)], moment)
@@ -349,6 +378,7 @@ def main() -> int:
     parser.add_argument("--items", type=int, default=100)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--database-url")
+    parser.add_argument("--profile", type=Path, help="py-spy the service in the items rounds")
     arguments = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     rates = [int(rate) for rate in arguments.rates.split(",")]
@@ -361,7 +391,14 @@ def main() -> int:
         cluster = EmbeddedPostgres(cluster_dir)
         url = cluster.start()
     try:
-        result = run(url, rates, arguments.seconds, arguments.items, arguments.connections)
+        result = run(
+            url,
+            rates,
+            arguments.seconds,
+            arguments.items,
+            arguments.connections,
+            arguments.profile,
+        )
     finally:
         if cluster is not None:
             cluster.stop()
