@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import uuid
 
+import sqlalchemy as sa
 from api_harness import build_client
 from harness import wait_until
 from mr_harness import PROJECT
 from prometheus_client.parser import text_string_to_metric_families
 
+from workqueue.observability.backlog import WaitingDeliveries
 from workqueue.observability.composite import CompositeObserver, combine
 from workqueue.queue.observer import EngineObserver
 
@@ -134,3 +136,34 @@ def test_composite_reaches_every_observer_even_past_a_failing_one(caplog):
 def test_a_single_observer_is_used_as_it_is():
     only = _Recorder()
     assert combine([only]) is only
+
+
+def test_waiting_deliveries_are_counted_with_the_oldest_age(engine):
+    """The intake gauges read `incoming_deliveries` (nothing resolves here: no app runs)."""
+    collector = WaitingDeliveries(engine)
+
+    def gauges() -> dict[str, float]:
+        return {family.name: family.samples[0].value for family in collector.collect()}
+
+    assert gauges() == {
+        "workqueue_incoming_deliveries_waiting": 0,
+        "workqueue_oldest_incoming_delivery_age_seconds": 0.0,
+    }
+    with engine.begin() as connection:
+        connection.execute(
+            sa.text(
+                "INSERT INTO incoming_deliveries (delivery_key, source, event_type, body,"
+                " received_at) VALUES"
+                " ('a', 'webhook', 'Pipeline Hook', '{}', now() - interval '90 seconds'),"
+                " (NULL, 'sqs', 'Merge Request Hook', '{}', now() - interval '5 seconds')"
+            )
+        )
+    found = gauges()
+    assert found["workqueue_incoming_deliveries_waiting"] == 2
+    assert 90 <= found["workqueue_oldest_incoming_delivery_age_seconds"] < 120
+
+
+def test_an_app_exports_the_intake_gauges(database_url, simulator):
+    with build_client(database_url, simulator) as client:
+        assert _samples(client, "workqueue_incoming_deliveries_waiting") == {(): 0.0}
+        assert _samples(client, "workqueue_oldest_incoming_delivery_age_seconds") == {(): 0.0}

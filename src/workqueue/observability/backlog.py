@@ -8,6 +8,11 @@ refuses claims) or when workers cannot keep up. The query
 (`metrics_repository.oldest_due_age_seconds`) reads only actionable rows
 through their partial index, so a scrape costs what the pending work costs,
 not the table size.
+
+Deliveries wait before that, in the intake (`incoming_deliveries`): a
+webhook is answered once stored, and turned into item events behind the
+answer. `WaitingDeliveries` shows that queue: its length and its oldest
+delivery's age stay near zero unless resolution falls behind or stops.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from workqueue.observability import metrics_repository
 logger = logging.getLogger(__name__)
 
 METRIC = "workqueue_oldest_due_item_age_seconds"
+WAITING_METRIC = "workqueue_incoming_deliveries_waiting"
+WAITING_AGE_METRIC = "workqueue_oldest_incoming_delivery_age_seconds"
 
 
 class OldestDueItem(Collector):
@@ -52,3 +59,28 @@ class OldestDueItem(Collector):
         for item_type, age in sorted(ages.items()):
             family.add_metric([item_type], age)
         yield family
+
+
+class WaitingDeliveries(Collector):
+    """`workqueue_incoming_deliveries_waiting` and the oldest waiting delivery's age."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            with self._engine.connect() as connection:
+                count, age = metrics_repository.waiting_deliveries(connection)
+        except SQLAlchemyError as error:
+            logger.warning("metrics: cannot read the intake: %s", error)
+            return
+        waiting = GaugeMetricFamily(
+            WAITING_METRIC, "Accepted deliveries not yet turned into item events"
+        )
+        waiting.add_metric([], count)
+        yield waiting
+        oldest = GaugeMetricFamily(
+            WAITING_AGE_METRIC, "Seconds the oldest accepted, unresolved delivery has waited"
+        )
+        oldest.add_metric([], age)
+        yield oldest

@@ -38,3 +38,17 @@ def oldest_due_age_seconds(connection: Connection) -> dict[str, float]:
     """Per item type, how long its oldest due, unleased actionable item has waited."""
     rows = connection.execute(_OLDEST_DUE_SQL).all()
     return {str(item_type): float(age) for item_type, age in rows}
+
+
+# The intake table holds only deliveries not yet resolved (rows are deleted as
+# their events are stored), so this reads what is waiting, not history.
+_WAITING_DELIVERIES_SQL = sa.text(
+    "SELECT count(*), coalesce(extract(epoch FROM now() - min(received_at)), 0)::float"
+    " FROM incoming_deliveries"
+)
+
+
+def waiting_deliveries(connection: Connection) -> tuple[int, float]:
+    """(deliveries stored and not yet resolved, seconds the oldest of them has waited)."""
+    count, age = connection.execute(_WAITING_DELIVERIES_SQL).one()
+    return int(count), max(float(age), 0.0)

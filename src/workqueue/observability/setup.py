@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 from sqlalchemy.engine import Engine
 
-from workqueue.observability.backlog import OldestDueItem
+from workqueue.observability.backlog import OldestDueItem, WaitingDeliveries
 from workqueue.observability.cached import CachedCollector
 from workqueue.observability.composite import combine
 from workqueue.observability.error_reports import ErrorReports
@@ -67,12 +67,13 @@ class Observability:
     ) -> None:
         """Call after the app's own middleware is added: request metrics go outside it.
 
-        `engine` serves the oldest-due-item query at scrape time (the probe
-        pool); its answer is cached for `cache_seconds`.
+        `engine` serves the backlog gauges' queries at scrape time (the probe
+        pool); their answers are cached for `cache_seconds`.
         """
         registry.register(
             CachedCollector(OldestDueItem(engine, lambda: types.item_types), cache_seconds)
         )
+        registry.register(CachedCollector(WaitingDeliveries(engine), cache_seconds))
         app.add_middleware(HTTPMetrics, registry=registry, fastapi=app)
         if self.tracing is not None:
             self.tracing.instrument(app)
