@@ -85,6 +85,26 @@ def _update_value(name: str, value: object) -> str | bool:
     raise TypeError(f"update_merge_request: bad value for {name!r}: {value!r}")
 
 
+def _read_environment_once(gl: gitlab.Gitlab, url: str) -> None:
+    """Settle requests' environment lookups for `url` now instead of on every call.
+
+    A session that trusts the environment looks up the proxy variables (and
+    `no_proxy`) and the CA bundle variables on each request: about a third of
+    the client's own time for a `GET merge_request` (py-spy, 200 webhooks/s).
+    The client only talks to `url`'s host, so the same answers are read once
+    here and set on the session, and it stops looking. Variables changed after
+    the client is built are not seen (a restart is). netrc is not involved:
+    python-gitlab always authenticates, and requests reads netrc only without auth.
+    """
+    session = gl.session
+    if not session.trust_env:
+        return
+    settings = session.merge_environment_settings(url, {}, None, gl.ssl_verify, None)
+    session.proxies.update(settings["proxies"])
+    gl.ssl_verify = settings["verify"]
+    session.trust_env = False
+
+
 class GitLabClient:
     """Typed access to one GitLab instance with one token.
 
@@ -113,6 +133,7 @@ class GitLabClient:
                 # Follow `Link` pagination on our base URL even if GitLab's external_url differs.
                 keep_base_url=True,
             )
+            _read_environment_once(gl, url)
         self._gl = gl
         self._transport = Transport(gl, timeout=timeout, secrets=(token,), on_call=on_call)
         self._projects: dict[str, tuple[ProjectInfo, float]] = {}  # key -> (info, fetched at)
