@@ -282,6 +282,8 @@ MALFORMED = [
     {"project": {"id": True}, "object_attributes": {"iid": True}},
     {"project": {"id": 42}, "object_attributes": {"iid": "7", "id": 5511.0, "sha": 3}},
     {"project": {"id": 42}, "object_attributes": {"iid": 2**40, "id": 2**70}},
+    {"project": {"id": 42}, "object_attributes": {"iid": -(2**40), "id": -(2**70)}},
+    {"project": {"id": 42}, "object_attributes": {"iid": 2**31, "id": 2**63}},
     {"project": {"id": -42, "path_with_namespace": ""}, "object_attributes": {"iid": 7}},
     {"project": {"id": 42}, "ref": 7, "merge_request": "x", "pipeline_id": [5511]},
     {"project": {"id": 42}, "ref": "refs/heads/", "object_attributes": {"noteable_type": 1}},
