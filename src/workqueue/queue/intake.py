@@ -6,11 +6,12 @@ calls `store_delivery`, which in one statement records its key in
 "duplicate") and stores the body in `incoming_deliveries`; the receiver
 commits and answers. Nothing type-specific runs in the request.
 
-Behind it, `resolve_stored` (driven by `intake_loop.IntakeResolver`) locks a
-batch of stored deliveries (`FOR UPDATE SKIP LOCKED`, oldest first), runs the
-types' creators and resolvers on each (`ingest.resolve_event`), stores the
-pending events (`ingest.store_pending_events`, deduplicated per delivery and
-item) and deletes the deliveries, all in one transaction. A replica that dies
+Behind it, `resolve_stored` (driven by `intake_loop.IntakeResolver`) takes a
+batch of stored deliveries (deleted and so locked in one statement, `FOR UPDATE
+SKIP LOCKED`, oldest first), runs the types' creators and resolvers on each
+(`ingest.resolve_event`) and stores the pending events
+(`ingest.store_pending_events`, deduplicated per delivery and item), all in one
+transaction. A replica that dies
 mid-batch leaves its deliveries unresolved and unlocked for another; one that
 commits has applied each delivery exactly once.
 
@@ -116,7 +117,8 @@ def resolve_stored(session: Session, registry: TypeRegistry, *, limit: int) -> R
 
 
 def claim(session: Session, limit: int) -> list[StoredDelivery]:
-    """Lock up to `limit` stored deliveries, oldest first, for this transaction."""
+    """Take up to `limit` stored deliveries, oldest first: deleted in this transaction,
+    so locked until it ends, and back unresolved if it rolls back."""
     return intake_repository.claim(session, limit)
 
 
@@ -134,7 +136,8 @@ def forget(session: Session, delivery_id: int) -> None:
 def resolve(
     session: Session, registry: TypeRegistry, deliveries: list[StoredDelivery]
 ) -> ResolvedBatch:
-    """Turn claimed deliveries into item events and forget them. Flushes, never commits."""
+    """Turn claimed deliveries into item events (claiming deleted them). Flushes, never
+    commits."""
     if not deliveries:
         return ResolvedBatch()
     created: list[uuid.UUID] = []
@@ -151,7 +154,6 @@ def resolve(
             for item_id, item_type in resolved.targets.items()
         )
     stored = store_pending_events(session, targets)
-    intake_repository.forget(session, [delivery.id for delivery in deliveries])
     return ResolvedBatch(len(deliveries), created + list(dict.fromkeys(stored)))
 
 

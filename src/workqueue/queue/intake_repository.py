@@ -51,19 +51,24 @@ WITH incoming AS (
 SELECT ordinal, pg_notify('{channel}', '') FROM chosen
 """.replace("{channel}", INTAKE_CHANNEL)
 
-# Oldest first; rows another replica is resolving are skipped, and come back
-# unresolved if that replica dies before committing.
+# Claiming deletes: the rows stay locked by this transaction until it ends,
+# and come back unresolved if it rolls back or its replica dies before
+# committing, so claim and forget are one statement. Rows another replica is
+# resolving are skipped. ARRAY(...) runs the locking subquery once.
 _CLAIM_SQL = """
-SELECT id, delivery_key, event_type, body FROM incoming_deliveries
-ORDER BY id
-LIMIT %s
-FOR UPDATE SKIP LOCKED
+DELETE FROM incoming_deliveries
+WHERE id = ANY(ARRAY(
+    SELECT id FROM incoming_deliveries ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED
+))
+RETURNING id, delivery_key, event_type, body
 """
 
 _CLAIM_ONE_SQL = """
-SELECT id, delivery_key, event_type, body FROM incoming_deliveries
-WHERE id = %s
-FOR UPDATE SKIP LOCKED
+DELETE FROM incoming_deliveries
+WHERE id = ANY(ARRAY(
+    SELECT id FROM incoming_deliveries WHERE id = %s FOR UPDATE SKIP LOCKED
+))
+RETURNING id, delivery_key, event_type, body
 """
 
 _FORGET_SQL = "DELETE FROM incoming_deliveries WHERE id = ANY(%s)"
@@ -105,9 +110,11 @@ def store_many(session: Session, deliveries: Sequence[NewDelivery]) -> set[int]:
 
 
 def claim(session: Session, limit: int) -> list[StoredDelivery]:
-    """Lock up to `limit` stored deliveries, oldest first, for this transaction."""
+    """Take up to `limit` stored deliveries, oldest first: deleted in this transaction
+    (a rollback gives them back)."""
     rows = _driver(session).execute(_CLAIM_SQL, (limit,)).fetchall()
-    return [StoredDelivery(*row) for row in rows]
+    # RETURNING follows no ORDER BY: oldest first is restored here.
+    return sorted((StoredDelivery(*row) for row in rows), key=lambda delivery: delivery.id)
 
 
 def claim_one(session: Session, delivery_id: int) -> StoredDelivery | None:
