@@ -18,9 +18,9 @@ Usage: python benchmarks/events.py [--rates 200,1000] [--seconds 10] [--items 10
        [--profile DIR]
 
 With `--profile DIR`, py-spy (next to this Python) samples the service during
-every items round and its drain (only the thread holding the GIL) and leaves
-`items_RATE.txt` (py-spy's raw collapsed stacks,
-one line per distinct stack with its sample count) in DIR.
+every round and its drain (only the thread holding the GIL) and leaves
+`intake_RATE.txt` and `items_RATE.txt` in DIR: py-spy's raw collapsed stacks,
+one line per distinct stack with its sample count.
 """
 
 from __future__ import annotations
@@ -201,16 +201,16 @@ def run(
         # First the receiver and resolver alone: pipelines of a project no item
         # is in, stored, resolved (one lookup) and found to concern nothing.
         unmatched = [{**hooks[0], "project": {"id": 999_999, "path_with_namespace": "x/y"}}]
-        for rate in rates:
-            results[f"intake_only_{rate}_per_s"] = measure(
-                base, process.pid, [], unmatched, rate, seconds, starts, connections
-            )
-        for rate in rates:
+        rounds = [
+            (f"intake_only_{rate}_per_s", f"intake_{rate}", [], unmatched, rate) for rate in rates
+        ]
+        rounds += [(f"{rate}_per_s", f"items_{rate}", ids, hooks, rate) for rate in rates]
+        for name, profile_name, round_ids, round_hooks, rate in rounds:
             profiler = None
             if profile is not None:
-                profiler = start_profiler(process.pid, profile / f"items_{rate}.txt", seconds + 3)
-            results[f"{rate}_per_s"] = measure(
-                base, process.pid, ids, hooks, rate, seconds, starts, connections
+                profiler = start_profiler(process.pid, profile / f"{profile_name}.txt", seconds + 3)
+            results[name] = measure(
+                base, process.pid, round_ids, round_hooks, rate, seconds, starts, connections
             )
             if profiler is not None:
                 profiler.wait(60)
@@ -378,7 +378,7 @@ def main() -> int:
     parser.add_argument("--items", type=int, default=100)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--database-url")
-    parser.add_argument("--profile", type=Path, help="py-spy the service in the items rounds")
+    parser.add_argument("--profile", type=Path, help="py-spy the service in every round")
     arguments = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     rates = [int(rate) for rate in arguments.rates.split(",")]
