@@ -91,6 +91,14 @@ class StartTimes:
             with self.lock:
                 bisect.insort(self.by_item[uuid.UUID(entry["work_item_id"])], started)
 
+    def count_between(self, begin: float, end: float) -> int:
+        """Executor starts in [begin, end), all items."""
+        with self.lock:
+            return sum(
+                bisect.bisect_left(starts, end) - bisect.bisect_left(starts, begin)
+                for starts in self.by_item.values()
+            )
+
     def first_after(self, item_id: uuid.UUID, moment: float) -> float | None:
         with self.lock:
             starts = self.by_item.get(item_id, [])
@@ -253,12 +261,17 @@ def measure(
     connections: int,
 ) -> dict[str, float]:
     total = int(rate * seconds)
+    begin = time.time()
     cpu_before = process_cpu_seconds(service_pid)
+    system_before = process_cpu_seconds(service_pid, system_only=True)
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         load = pool.apply(load_generator, (base, hooks, rate, total, connections))
     time.sleep(3.0)  # let the last events be processed
     # Read after the drain: steps that fell behind the load still count.
     cpu_seconds = process_cpu_seconds(service_pid) - cpu_before
+    system_seconds = process_cpu_seconds(service_pid, system_only=True) - system_before
+    time.sleep(0.5)  # the audit lines of the last steps reach the follower
+    steps = starts.count_between(begin, time.time())
     latencies = []
     for index, moment in load["due"] if ids else ():
         start = starts.first_after(ids[index % len(ids)], moment)
@@ -274,7 +287,12 @@ def measure(
         "executor_start_p50_ms": round(percentile(latencies, 0.5), 2) if latencies else -1,
         "executor_start_p99_ms": round(percentile(latencies, 0.99), 2) if latencies else -1,
         "matched": len(latencies),
+        # reconcile_mr runs started in the round and its drain: several webhooks
+        # for one item waiting together are applied by one run.
+        "reconcile_steps": steps,
         "service_cpu_ms_per_webhook": round(cpu_seconds * 1000 / max(total, 1), 2),
+        # Of which in the kernel (system time: sockets, futexes, thread wake-ups).
+        "service_system_cpu_ms_per_webhook": round(system_seconds * 1000 / max(total, 1), 2),
         # The service's peak resident memory so far (target P4: ≤ 300 MiB under load).
         "rss_peak_mib": process_memory_mib(service_pid, "VmHWM"),
     }
@@ -288,10 +306,11 @@ def process_memory_mib(pid: int, field: str) -> float:
     raise RuntimeError(f"/proc/{pid}/status has no {field}")
 
 
-def process_cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process so far (from /proc)."""
+def process_cpu_seconds(pid: int, *, system_only: bool = False) -> float:
+    """User + system CPU of a process so far, or its system CPU alone (from /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ticks = int(fields[12]) if system_only else int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def load_generator(
