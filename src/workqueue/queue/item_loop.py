@@ -15,7 +15,6 @@ up one per transaction, fast ones share a commit.
 
 from __future__ import annotations
 
-import enum
 import logging
 import time
 import uuid
@@ -27,6 +26,15 @@ from sqlalchemy.orm import Session, sessionmaker
 from workqueue.db.errors import is_database_unavailable, is_lock_conflict
 from workqueue.queue import lease_repository, outbox, step_repository
 from workqueue.queue.audit import AuditEntry, AuditLog
+from workqueue.queue.claims_run import (
+    ClaimOutcome,
+    ClaimResult,
+    ClaimsRun,
+    DatabaseUnavailableError,
+    Ending,
+    OwedFailure,
+    Step,
+)
 from workqueue.queue.config import ProcessingConfig
 from workqueue.queue.errors import PermanentError, is_outage, retry_after_seconds
 from workqueue.queue.item_step import LeaseLost, ShouldStop, StepState, StepUnit, run_unit
@@ -45,38 +53,6 @@ ItemCommitted = Callable[[uuid.UUID, str | None], None]
 """Told (item id, project path) after a commit that changed the item; must not raise."""
 
 
-class DatabaseUnavailableError(Exception):
-    """The database could not be reached during a step, or the step lost a lock race
-    (a deadlock): nothing of it was committed, and it is not the actions' fault."""
-
-
-class ClaimOutcome(enum.StrEnum):
-    """How processing of one claim ended."""
-
-    IDLE = "idle"  # nothing left to do; actionable=false, lease released
-    FAILED = "failed"  # an action failed; backoff or phase=failed recorded, lease released
-    RELEASED = "released"  # stopped early (shutdown or deadline); still actionable
-    LOST = "lost"  # the lease was taken over; nothing of this step was written
-    GONE = "gone"  # the item no longer exists
-
-
-@dataclass(frozen=True)
-class ClaimResult:
-    outcome: ClaimOutcome
-    # Seconds until something this claim scheduled (a backoff, a deferral)
-    # becomes due, so the manager can set its timer without a query.
-    wake_in_seconds: float | None = None
-
-
-class _Ending(enum.Enum):
-    CONTINUE = enum.auto()
-    IDLE = enum.auto()
-    FAILED = enum.auto()
-    LOST = enum.auto()
-    GONE = enum.auto()
-    RELEASED = enum.auto()  # the failure could not be recorded; the lease runs out
-
-
 class _LeasesLostError(Exception):
     """Some items of the batch are no longer ours: the whole step is discarded."""
 
@@ -86,81 +62,19 @@ class _LeasesLostError(Exception):
 
 
 @dataclass
-class _ClaimsRun:
-    """The claims one worker processes until each ends, and how each ended."""
-
-    claims: Sequence[lease_repository.Claim]
-    deadline_seconds: float  # per claim, from its first step (DDR-44)
-    on_end: Callable[[lease_repository.Claim, ClaimResult], None] | None = None
-    pending: list[lease_repository.Claim] = field(init=False)
-    batch_limit: int = field(init=False)
-    results: dict[uuid.UUID, ClaimResult] = field(default_factory=dict)
-    wake_at: dict[uuid.UUID, float] = field(default_factory=dict)  # monotonic, per item
-    first_step_at: dict[uuid.UUID, float] = field(default_factory=dict)  # monotonic
-
-    def __post_init__(self) -> None:
-        self.pending = list(self.claims)
-        self.batch_limit = len(self.pending)
-
-    def out_of_time(self, claim: lease_repository.Claim) -> bool:
-        started = self.first_step_at.get(claim.item_id)
-        return started is not None and time.monotonic() - started >= self.deadline_seconds
-
-    def end(self, claim: lease_repository.Claim, outcome: ClaimOutcome) -> None:
-        self.pending.remove(claim)
-        due = self.wake_at.get(claim.item_id)
-        remaining = None if due is None else max(due - time.monotonic(), 0.0)
-        result = self.results[claim.item_id] = ClaimResult(outcome, remaining)
-        if self.on_end is not None:
-            self.on_end(claim, result)
-
-    def record(self, steps: dict[uuid.UUID, _Step]) -> None:
-        """Take in one step's results.
-
-        Claims the step did not reach go first next time and those that
-        stepped and continue go last, so one item with many slow steps
-        cannot keep the others of its batch waiting.
-        """
-        reached = []
-        for claim in list(self.pending):
-            step = steps.get(claim.item_id)
-            if step is None:
-                continue
-            self.first_step_at.setdefault(claim.item_id, step.started)
-            if step.state.wake_in_seconds is not None:
-                # Relative to the step's start; re-based to the claim's end.
-                due = step.started + step.state.wake_in_seconds
-                self.wake_at[claim.item_id] = min(self.wake_at.get(claim.item_id, due), due)
-            if step.ending is not _Ending.CONTINUE:
-                self.end(claim, ClaimOutcome[step.ending.name])
-            else:
-                reached.append(claim)
-        self.pending = [claim for claim in self.pending if claim not in reached] + reached
-
-
-@dataclass
 class _Batch:
     """The claims one step works on, and what became of each."""
 
     claims: Sequence[lease_repository.Claim]
     started: float  # monotonic
     units: list[StepUnit] = field(default_factory=list)
-    steps: dict[uuid.UUID, _Step] = field(default_factory=dict)
+    steps: dict[uuid.UUID, Step] = field(default_factory=dict)
     failures: list[tuple[StepUnit, list[AuditEntry]]] = field(default_factory=list)
 
     @property
     def isolated(self) -> bool:
         """Several items share the transaction: each one's failure must stay its own."""
         return len(self.claims) > 1
-
-
-@dataclass
-class _Step:
-    """One finished step of one claim, as the claim's loop needs it."""
-
-    ending: _Ending
-    state: StepState
-    started: float  # monotonic
 
 
 class ItemLoop:
@@ -208,7 +122,7 @@ class ItemLoop:
 
         `on_end` hears of each claim as soon as it ends, while others go on.
         """
-        run = _ClaimsRun(claims, deadline_seconds=self._config.item_deadline_seconds, on_end=on_end)
+        run = ClaimsRun(claims, deadline_seconds=self._config.item_deadline_seconds, on_end=on_end)
         reconnect_delay = 0.2
         while run.pending:
             for claim in [claim for claim in run.pending if lease_lost(claim.item_id)]:
@@ -219,6 +133,9 @@ class ItemLoop:
             if not run.pending:
                 break
             try:
+                if run.owed:
+                    run.record(self._record_owed(run))
+                    continue
                 steps = self._step(run.pending[: run.batch_limit])
             except _SplitBatchError as split:
                 run.batch_limit = 1
@@ -227,7 +144,9 @@ class ItemLoop:
             except DatabaseUnavailableError as error:
                 # The database went away mid-step: nothing was committed, and it
                 # is not the actions' fault. Keep the claims and try again until
-                # the database is back or the deadline passes.
+                # the database is back or the deadline passes; failures the step
+                # had recorded are recorded first then.
+                run.owe(error.owed)
                 logger.warning(
                     "database unavailable or lock conflict while processing %d items: %s",
                     len(run.pending),
@@ -241,13 +160,26 @@ class ItemLoop:
 
     # -- one step ------------------------------------------------------------
 
-    def _step(self, claims: Sequence[lease_repository.Claim]) -> dict[uuid.UUID, _Step]:
+    def _step(self, claims: Sequence[lease_repository.Claim]) -> dict[uuid.UUID, Step]:
         batch = _Batch(claims, started=time.monotonic())
+        try:
+            return self._step_batch(batch)
+        except DatabaseUnavailableError as error:
+            raise DatabaseUnavailableError(_owed_failures(batch)) from error.__cause__
+        except Exception as error:
+            # Also a connection lost under a driver-level statement, which can
+            # surface only when leaving the session (its rollback fails too).
+            if is_database_unavailable(error) or is_lock_conflict(error):
+                raise DatabaseUnavailableError(_owed_failures(batch)) from error
+            raise
+
+    def _step_batch(self, batch: _Batch) -> dict[uuid.UUID, Step]:
+        claims = batch.claims
         with self._sessions() as session:
             try:
                 self._run_units(session, batch)
                 succeeded = [unit for unit in batch.units if unit.error is None]
-                endings = self._finish(session, succeeded)
+                endings = self._finish(session, succeeded, lone=not batch.isolated)
                 # In the step's own transaction: history of a step that rolls
                 # back never claims it happened.
                 entries = [entry for unit in succeeded for entry in unit.state.audit]
@@ -260,11 +192,14 @@ class ItemLoop:
                     self._observer.lease_lost(claims[0].item_type)
                 # The others did nothing wrong: they run again in the next step.
                 return {
-                    item_id: _Step(_Ending.LOST, StepState(), batch.started)
+                    item_id: Step(Ending.LOST, StepState(), batch.started)
                     for item_id in lost.item_ids
                 } | self._fail_again(session, batch, exclude=lost.item_ids)
             except Exception as error:
-                if is_database_unavailable(error) or is_lock_conflict(error):
+                if is_database_unavailable(error):
+                    session.invalidate()  # no rollback on a dead connection
+                    raise DatabaseUnavailableError from error
+                if is_lock_conflict(error):
                     raise DatabaseUnavailableError from error
                 session.rollback()
                 if batch.isolated:
@@ -277,12 +212,33 @@ class ItemLoop:
         self._audit.write_all(entries, stored=stored)
         for unit in succeeded:
             self._report(unit.claim.item_type, unit.state, "succeeded")
-            batch.steps[unit.item_id] = _Step(endings[unit.item_id], unit.state, batch.started)
+            batch.steps[unit.item_id] = Step(endings[unit.item_id], unit.state, batch.started)
             if unit.state.action is not None or unit.state.events:
                 self._committed(unit.claim, unit.state)
         for unit, failure_entries in batch.failures:
             batch.steps[unit.item_id] = self._after_failure(unit, failure_entries, batch.started)
         return batch.steps
+
+    def _record_owed(self, run: ClaimsRun) -> dict[uuid.UUID, Step]:
+        """Record, each on its own, the failures a discarded step had recorded."""
+        steps: dict[uuid.UUID, Step] = {}
+        try:
+            with self._sessions() as session:
+                for failure in list(run.owed.values()):
+                    claim = failure.claim
+                    steps[claim.item_id] = self._fail_alone(
+                        session, claim, failure.state, failure.error
+                    )
+                    del run.owed[claim.item_id]
+        except DatabaseUnavailableError:
+            raise
+        except Exception as error:
+            if is_database_unavailable(error) or is_lock_conflict(error):
+                raise DatabaseUnavailableError(list(run.owed.values())) from error
+            raise
+        finally:
+            run.record(steps)  # those recorded before a failure, too
+        return {}
 
     def _run_units(self, session: Session, batch: _Batch) -> None:
         """Each claim's part, in order, until the step's time budget is spent."""
@@ -297,9 +253,9 @@ class ItemLoop:
             snapshot = snapshots.get(claim.item_id)
             state = StepState(item_type=claim.item_type)
             if snapshot is None:
-                batch.steps[claim.item_id] = _Step(_Ending.GONE, state, batch.started)
+                batch.steps[claim.item_id] = Step(Ending.GONE, state, batch.started)
             elif snapshot.item.lease_token != claim.lease_token:
-                batch.steps[claim.item_id] = _Step(_Ending.LOST, state, batch.started)
+                batch.steps[claim.item_id] = Step(Ending.LOST, state, batch.started)
                 self._lease_lost_warning(claim)
             else:
                 state.loaded, state.project_path = True, snapshot.item.project_path
@@ -318,7 +274,9 @@ class ItemLoop:
         # At once: its savepoint must not enclose the next item's.
         batch.failures.append((unit, self._fail_in_batch(session, unit)))
 
-    def _finish(self, session: Session, units: Sequence[StepUnit]) -> dict[uuid.UUID, _Ending]:
+    def _finish(
+        self, session: Session, units: Sequence[StepUnit], *, lone: bool
+    ) -> dict[uuid.UUID, Ending]:
         """Write the batch's dimension rows and consumed events, then end every item's step."""
         session.flush()  # the items' own changes first: they move `updated_at`
         step_repository.write_dimensions(
@@ -343,13 +301,13 @@ class ItemLoop:
             for unit in units
         ]
         answers = step_repository.finish_steps(
-            session, ends, lease_seconds=self._config.lease_seconds
+            session, ends, lease_seconds=self._config.lease_seconds, wait_for_locks=lone
         )
         lost = {unit.item_id for unit in units} - answers.keys()
         if lost:
             raise _LeasesLostError(lost)
         return {
-            item_id: _Ending.IDLE if answer == "idle" else _Ending.CONTINUE
+            item_id: Ending.IDLE if answer == "idle" else Ending.CONTINUE
             for item_id, answer in answers.items()
         }
 
@@ -386,7 +344,7 @@ class ItemLoop:
 
     def _fail_alone(
         self, session: Session, claim: lease_repository.Claim, state: StepState, error: Exception
-    ) -> _Step:
+    ) -> Step:
         """A lone item's step failed and was rolled back: record the failure on its own."""
         started = time.monotonic()
         try:
@@ -394,7 +352,7 @@ class ItemLoop:
             if entries is None:
                 session.rollback()
                 self._observer.lease_lost(claim.item_type)
-                return _Step(_Ending.LOST, state, started)
+                return Step(Ending.LOST, state, started)
             session.commit()
         except Exception as failure:
             if is_database_unavailable(failure):
@@ -404,7 +362,7 @@ class ItemLoop:
 
     def _fail_again(
         self, session: Session, batch: _Batch, exclude: Collection[uuid.UUID] = ()
-    ) -> dict[uuid.UUID, _Step]:
+    ) -> dict[uuid.UUID, Step]:
         """Record anew, each on its own, the failures a discarded batch had recorded: their
         actions did fail, and running them again at once would ignore a `Retry-After`."""
         steps = {}
@@ -449,12 +407,12 @@ class ItemLoop:
         savepoint.commit()
         return entries
 
-    def _after_failure(self, unit: StepUnit, entries: list[AuditEntry], started: float) -> _Step:
+    def _after_failure(self, unit: StepUnit, entries: list[AuditEntry], started: float) -> Step:
         if isinstance(unit.error, _LostError):
             self._observer.lease_lost(unit.claim.item_type)
-            return _Step(_Ending.LOST, unit.state, started)
+            return Step(Ending.LOST, unit.state, started)
         if isinstance(unit.error, _UnrecordedError):
-            return _Step(_Ending.RELEASED, unit.state, started)
+            return Step(Ending.RELEASED, unit.state, started)
         return self._after_failure_of(unit.claim, unit.state, entries, started)
 
     def _after_failure_of(
@@ -463,7 +421,7 @@ class ItemLoop:
         state: StepState,
         entries: list[AuditEntry],
         started: float,
-    ) -> _Step:
+    ) -> Step:
         if state.action_started is not None:
             state.action_seconds = time.monotonic() - state.action_started
         state.events.clear()  # rolled back with the step
@@ -471,7 +429,7 @@ class ItemLoop:
         self._report(claim.item_type, state, str(outcome))
         self._audit.write_all(entries)
         self._committed(claim, state)
-        return _Step(_Ending.FAILED, state, started)
+        return Step(Ending.FAILED, state, started)
 
     def _record_failure(
         self,
@@ -586,7 +544,7 @@ class _SplitBatchError(Exception):
     """A batched step failed outside any one item's part: retry its items one by one,
     but for those whose own failure is recorded already (`failed`)."""
 
-    def __init__(self, failed: dict[uuid.UUID, _Step]) -> None:
+    def __init__(self, failed: dict[uuid.UUID, Step]) -> None:
         super().__init__(f"{len(failed)} failures recorded")
         self.failed = failed
 
@@ -607,3 +565,15 @@ def _describe(error: Exception) -> str:
     if not isinstance(error, PermanentError):
         text = f"{type(error).__name__}: {text}"
     return text[:MAX_ERROR_LENGTH]
+
+
+def _owed_failures(batch: _Batch) -> list[OwedFailure]:
+    """The action failures of a step that is being discarded, to record again."""
+    return [
+        OwedFailure(unit.claim, unit.state, unit.error)
+        for unit in batch.units
+        if unit.error is not None
+        and not isinstance(unit.error, _NOT_RECORDED)
+        and not is_database_unavailable(unit.error)
+        and not is_lock_conflict(unit.error)
+    ]

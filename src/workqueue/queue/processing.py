@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from workqueue.db.errors import is_database_unavailable
 from workqueue.queue import ingest, lease_repository, repository
 from workqueue.queue.audit import AuditLog
+from workqueue.queue.claims_run import ClaimOutcome, ClaimResult
 from workqueue.queue.config import ProcessingConfig
 from workqueue.queue.dispatch_plan import (
     DispatchPlan,
@@ -37,7 +38,7 @@ from workqueue.queue.dispatch_plan import (
     step_batch_size,
 )
 from workqueue.queue.intake_loop import IntakeResolver
-from workqueue.queue.item_loop import ClaimOutcome, ClaimResult, ItemCommitted, ItemLoop
+from workqueue.queue.item_loop import ItemCommitted, ItemLoop
 from workqueue.queue.listener import WakeListener
 from workqueue.queue.observer import EngineObserver
 from workqueue.queue.registry import TypeRegistry
@@ -329,6 +330,15 @@ class ProcessingManager:
             with self._lock:
                 for claim in claims:
                     self._held[claim.item_id] = claim
+                # Queued in the same breath as held: a claim held but in no
+                # queue would be heartbeated forever and never run (say, if
+                # the timer query below failed).
+                self._queued.extend(claims)
+                # A task steps batches until the queue is empty, so at most one
+                # per worker is needed (a task per claim cost the dispatcher more
+                # time in creating futures than in claiming).
+                tasks = max(0, min(len(self._queued), self._config.workers - self._tasks))
+                self._tasks += tasks
                 if plan.requested - {claim.item_id for claim in claims}:
                     # A woken item could not be claimed: usually idle already or
                     # leased elsewhere, but possibly made claimable an instant
@@ -336,6 +346,8 @@ class ProcessingManager:
                     # Let the due-time query decide when to look again.
                     self._timer_stale = True
                     self._wake.set()
+            for _ in range(tasks):
+                self._pool.submit(self._run_queued)
             if plan.recompute_timer:
                 with self._lock:
                     held = list(self._held)
@@ -347,15 +359,6 @@ class ProcessingManager:
                         if seconds is None
                         else time.monotonic() + max(seconds, RETRY_DUE_SECONDS)
                     )
-        with self._lock:
-            self._queued.extend(claims)
-            # A task steps batches until the queue is empty, so at most one
-            # per worker is needed (a task per claim cost the dispatcher more
-            # time in creating futures than in claiming).
-            tasks = max(0, min(len(self._queued), self._config.workers - self._tasks))
-            self._tasks += tasks
-        for _ in range(tasks):
-            self._pool.submit(self._run_queued)
 
     def _plan_dispatch(self) -> DispatchPlan | None:
         now = time.monotonic()

@@ -167,7 +167,7 @@ class StepEnd:
 
 
 def finish_steps(
-    session: Session, ends: Sequence[StepEnd], *, lease_seconds: float
+    session: Session, ends: Sequence[StepEnd], *, lease_seconds: float, wait_for_locks: bool
 ) -> Mapping[uuid.UUID, str]:
     """End a batch of steps in one round trip: item id → "idle" or "continue".
 
@@ -188,8 +188,9 @@ def finish_steps(
                 pg_arrays.booleans(end.want_idle for end in ends),
                 pg_arrays.booleans(end.action_succeeded for end in ends),
                 lease_seconds,
-                # A lone item may wait for its lock; a batch must not (see 0012).
-                len(ends) == 1,
+                # A lone item may wait for its lock; a batch must not (see 0012),
+                # even with a single success: its failures' rows are locked too.
+                wait_for_locks,
             ),
         )
         .fetchall()

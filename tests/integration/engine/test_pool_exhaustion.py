@@ -12,7 +12,8 @@ from sample_type import Behaviour, build_registry, create_item, executions
 from workqueue.db.engine import build_sessions
 from workqueue.queue import lease_repository
 from workqueue.queue.audit import AuditLog
-from workqueue.queue.item_loop import ClaimOutcome, ItemLoop
+from workqueue.queue.claims_run import ClaimOutcome
+from workqueue.queue.item_loop import ItemLoop
 
 
 def test_pool_timeout_in_a_step_is_retried_without_counting_an_attempt(database_url, sessions):

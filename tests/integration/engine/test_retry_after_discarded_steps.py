@@ -22,8 +22,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.queue import lease_repository
 from workqueue.queue.audit import AuditLog
+from workqueue.queue.claims_run import ClaimOutcome
 from workqueue.queue.contract import ExecutionContext
-from workqueue.queue.item_loop import ClaimOutcome, ItemLoop
+from workqueue.queue.item_loop import ItemLoop
 from workqueue.queue.models import DimensionStatus
 from workqueue.queue.registry import TypeRegistry
 

@@ -19,7 +19,8 @@ from mr_harness import body, mr_registry, submit
 
 from workqueue.queue import lease_repository
 from workqueue.queue.audit import AuditLog
-from workqueue.queue.item_loop import ClaimOutcome, ItemLoop
+from workqueue.queue.claims_run import ClaimOutcome
+from workqueue.queue.item_loop import ItemLoop
 from workqueue.testing.gitlab_simulator import GitLabSimulator, RequestRecord
 
 RETRY_AFTER = 2
