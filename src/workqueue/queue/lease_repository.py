@@ -47,6 +47,9 @@ WITH due AS (
       AND (next_attempt_at IS NULL OR next_attempt_at <= now())
       AND (leased_until IS NULL OR leased_until < now())
       {only_ids}
+      -- Never one this process holds already: a second claim of it would run
+      -- beside the first (say, after heartbeats failed for a lease's length).
+      AND NOT (id = ANY(%(held)s::uuid[]))
     ORDER BY updated_at
     LIMIT %(limit)s
     FOR NO KEY UPDATE SKIP LOCKED
@@ -69,14 +72,17 @@ def claim_due_items(
     limit: int,
     lease_seconds: float,
     only_ids: Collection[uuid.UUID] | None = None,
+    held: Collection[uuid.UUID] = (),
 ) -> list[Claim]:
-    """Lease up to `limit` due actionable items (optionally among `only_ids`)."""
+    """Lease up to `limit` due actionable items (optionally among `only_ids`), none of
+    `held` (the caller's own claims)."""
     if limit <= 0 or not item_types:
         return []
     params: dict[str, Any] = {
         "item_types": pg_arrays.texts(item_types),
         "limit": limit,
         "lease_seconds": lease_seconds,
+        "held": pg_arrays.uuids(held),
     }
     if only_ids is not None:
         params["ids"] = pg_arrays.uuids(only_ids)

@@ -203,3 +203,35 @@ def test_claims_are_not_stranded_when_the_due_time_query_fails(sessions, monkeyp
             what="the claimed item to run and go idle",
         )
     assert failed
+
+
+def test_a_replica_never_claims_its_own_running_item_a_second_time(sessions, monkeypatch):
+    """Heartbeats failing past a lease's length, then a sweep: the item's lease has run
+    out in the database, but this process still runs it, so its own claim must not take
+    it again (the executor would run twice at once); its step is given up as lost."""
+    real = lease_repository.extend_leases
+    heartbeats_fail = threading.Event()
+    heartbeats_fail.set()
+
+    def extend_leases(session, claims, seconds):
+        if heartbeats_fail.is_set():
+            raise TimeoutError("QueuePool limit reached")
+        return real(session, claims, seconds)
+
+    monkeypatch.setattr(lease_repository, "extend_leases", extend_leases)
+    behaviour = Behaviour(block=threading.Event())
+    config = fast_config(lease_seconds=3, heartbeat_seconds=0.5)
+    with running_manager(sessions, build_registry(behaviour), config) as manager:
+        with sessions() as session:
+            item_id = create_item(session, ["a"], notify=False)
+            session.commit()
+        manager.notify(item_id)
+        wait_until(behaviour.started.is_set, 10, what="the step to start")
+        time.sleep(3.5)  # the lease runs out: no heartbeat could extend it
+        heartbeats_fail.clear()
+        manager.sweep()
+        time.sleep(1.0)
+        assert behaviour.overlaps == []
+        behaviour.block.set()
+        wait_until(lambda: manager.held_count == 0, 10, what="the claim to end")
+    assert behaviour.overlaps == []
