@@ -39,6 +39,10 @@ logger = logging.getLogger(__name__)
 
 CHANNEL = "workqueue_attention"
 PAGE_SIZE = 100
+# Other replicas hear of changed scopes at most this often: a busy engine
+# commits a step every few milliseconds, and each NOTIFY is a transaction,
+# while a replica's passes over one scope are a second apart anyway.
+SIGNAL_INTERVAL_SECONDS = 0.2
 # Scope claims use the two-key advisory lock space, apart from the engine's
 # one-key item locks; the first key says "attention scope".
 _SCOPE_LOCK_CLASS = 0x4154
@@ -92,6 +96,7 @@ class AttentionReconciler:
         self.before_row = before_row
         self.replica = uuid.uuid4().hex[:12]
         self._outgoing: set[Scope] = set()
+        self._signals_sent_at: float | None = None
         self._outgoing_lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -167,6 +172,8 @@ class AttentionReconciler:
             self._listener.stop()
         if self._thread is not None:
             self._thread.join(timeout)
+        if self._thread is None or not self._thread.is_alive():
+            self._send_signals(at_once=True)  # what the interval held back
 
     @property
     def stopping(self) -> bool:
@@ -174,8 +181,9 @@ class AttentionReconciler:
 
     def _run_forever(self) -> None:
         while not self._stopping.is_set():
-            due_at = self.board.next_due_at()
-            timeout = None if due_at is None else max(due_at - self._clock.now(), 0.0)
+            moments = (self.board.next_due_at(), self._signals_due_at())
+            wake_at = [at for at in moments if at is not None]
+            timeout = max(min(wake_at) - self._clock.now(), 0.0) if wake_at else None
             self._wake.wait(timeout)
             self._wake.clear()
             try:
@@ -256,11 +264,24 @@ class AttentionReconciler:
 
     # -- other replicas ---------------------------------------------------------
 
-    def _send_signals(self) -> None:
+    def _signals_due_at(self) -> float | None:
+        """When the waiting outgoing signals may be sent; None when there are none."""
+        with self._outgoing_lock:
+            if not self._outgoing:
+                return None
+        sent_at = self._signals_sent_at
+        return self._clock.now() if sent_at is None else sent_at + SIGNAL_INTERVAL_SECONDS
+
+    def _send_signals(self, *, at_once: bool = False) -> None:
+        now = self._clock.now()
+        sent_at = self._signals_sent_at
+        if not at_once and sent_at is not None and now - sent_at < SIGNAL_INTERVAL_SECONDS:
+            return  # they wait for the interval (see _run_forever), coalescing meanwhile
         with self._outgoing_lock:
             scopes, self._outgoing = self._outgoing, set()
         if not scopes:
             return
+        self._signals_sent_at = now
         payloads = [f"{self.replica}|{encode_scope(scope)}" for scope in scopes]
         try:
             with self._sessions() as session:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import uuid
 
+import psycopg
 import pytest
 import sqlalchemy as sa
 from attention_support import (
@@ -21,7 +22,7 @@ from attention_support import (
 
 from workqueue.attention import repository, writer
 from workqueue.attention.config import QueueRule
-from workqueue.attention.reconciler import scope_lock_key
+from workqueue.attention.reconciler import CHANNEL, SIGNAL_INTERVAL_SECONDS, scope_lock_key
 
 
 def test_startup_reconstructs_missing_memberships_once(sessions):
@@ -319,6 +320,35 @@ def test_a_change_committed_on_one_replica_is_served_by_another(sessions, connin
         wait_until(lambda: members(sessions, "needs-human") == {item}, what="remote serve")
     finally:
         serving.stop()
+
+
+def test_signals_to_other_replicas_coalesce_within_the_interval_and_none_is_lost(
+    sessions, conninfo
+):
+    clock = FakeClock()
+    sender = reconciler(sessions, listen_conninfo=conninfo, clock=clock)
+    with psycopg.connect(conninfo, autocommit=True) as listener:
+        listener.execute(f"LISTEN {CHANNEL}")
+
+        def heard() -> list[str]:
+            return sorted(
+                notify.payload.partition("|")[2]
+                for notify in listener.notifies(timeout=1.0, stop_after=1)
+            )
+
+        sender.item_changed(uuid.uuid4(), "a")
+        sender._send_signals()
+        assert heard() == ["pa"]
+        sender.item_changed(uuid.uuid4(), "b")
+        sender.item_changed(uuid.uuid4(), "c")
+        sender._send_signals()  # within the interval: held back
+        assert heard() == []
+        clock.advance(SIGNAL_INTERVAL_SECONDS)
+        sender._send_signals()
+        assert sorted(heard() + heard()) == ["pb", "pc"]
+        sender.item_changed(uuid.uuid4(), "d")
+        sender.stop()  # never started: what the interval held back goes now
+        assert heard() == ["pd"]
 
 
 def test_shutdown_waits_for_the_row_in_flight_and_restart_finishes(sessions):
