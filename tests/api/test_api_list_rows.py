@@ -125,8 +125,8 @@ def test_every_list_page_reads_as_the_model_path_writes_it(quiet_client, engine)
         return list_mr_items(session, **{**arguments, **wanted}, limit=2, cursor=cursor)
 
     walks = [
-        ("/api/work-items", {}, lambda session, cursor: generic(session, cursor)),
-        ("/api/work-items/mr", {}, lambda session, cursor: mr(session, cursor)),
+        ("/api/work-items", {}, generic),
+        ("/api/work-items/mr", {}, mr),
         (
             "/api/work-items/mr",
             {"package": "pkg-1"},
@@ -146,7 +146,9 @@ def test_every_list_page_reads_as_the_model_path_writes_it(quiet_client, engine)
             answer = quiet_client.get(path, params=params)
             assert answer.status_code == 200, answer.text
             assert answer.headers["content-type"] == "application/json"
-            expected = model_page(engine, lambda session, cursor=cursor: query(session, cursor))
+            expected = model_page(
+                engine, lambda session, query=query, cursor=cursor: query(session, cursor)
+            )
             assert answer.json() == expected, (path, filters, pages)
             # Same keys in the same order as the model writes them.
             assert [list(item) for item in answer.json()["items"]] == [
@@ -161,7 +163,7 @@ def test_every_list_page_reads_as_the_model_path_writes_it(quiet_client, engine)
     listed = quiet_client.get("/api/work-items", params={"limit": 50}).json()["items"]
     assert {item["item_type"] for item in listed} == {"mr", "trunk"}
     (trunk,) = [item for item in listed if item["item_type"] == "trunk"]
-    assert trunk["details"]["sha"] == "a" * 40 and trunk["details"]["state"] == "accepted"
+    assert (trunk["details"]["sha"], trunk["details"]["state"]) == ("a" * 40, "accepted")
     assert any(item["error"] for item in listed)
     assert any(dimension["pending_until"] for item in listed for dimension in item["dimensions"])
 
@@ -173,9 +175,7 @@ def test_a_bad_cursor_is_still_a_422_naming_it(quiet_client):
         assert answer.json()["detail"][0]["loc"] == ["query", "cursor"]
 
 
-def test_project_and_package_lists_page_on_an_exact_copy_of_the_creation_key(
-    quiet_client, engine
-):
+def test_project_and_package_lists_page_on_an_exact_copy_of_the_creation_key(quiet_client, engine):
     """Those lists order on `mr_details.item_created_at` (migration 0014's trigger copy):
     it must equal `work_items.created_at` for every row, and a cursor taken from one
     list must continue any other exactly where the item sits."""
