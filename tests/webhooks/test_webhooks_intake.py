@@ -262,6 +262,51 @@ def test_an_idle_resolver_sends_no_sql_between_sweeps(sessions, registry, items)
         resolver.stop(timeout=5)
 
 
+def test_a_delivery_stored_here_is_resolved_in_one_round(sessions, registry, items, conninfo):
+    """Listening, the resolver is woken by the delivery's own NOTIFY, not a second time by
+    the receiver; without a listener the receiver's wake-up is what resolves it."""
+    opened: list[int] = []
+
+    def counting_sessions():
+        opened.append(1)
+        return sessions()
+
+    listening = IntakeResolver(
+        sessions=counting_sessions,  # type: ignore[arg-type]
+        registry=registry,
+        on_items=lambda _ids: None,
+        sweep_seconds=3600,
+        listen_conninfo=conninfo,
+    )
+    listening.start()
+    try:
+        assert listening.listening.wait(10)
+        resolved(sessions)  # the catch-up rounds at start and on connection
+        threading.Event().wait(0.3)
+        for n in range(3):
+            before = len(opened)
+            store(sessions, registry, key=f"l-{n}", targets=[items[n]])
+            listening.stored_here()
+            resolved(sessions)
+            threading.Event().wait(0.3)  # room for a second round, if one came
+            assert len(opened) - before == 1
+    finally:
+        listening.stop(timeout=5)
+
+    alone = IntakeResolver(
+        sessions=sessions, registry=registry, on_items=lambda _ids: None, sweep_seconds=3600
+    )
+    alone.start()
+    try:
+        resolved(sessions)
+        store(sessions, registry, key="alone", targets=[items[0]])
+        alone.stored_here()
+        resolved(sessions)
+    finally:
+        alone.stop(timeout=5)
+    assert len(events(sessions)) == 4
+
+
 def test_the_webhook_answer_does_not_wait_for_resolution(database_url, simulator, world):
     """A resolver blocked behind the answer: the 200 comes, the event follows its release."""
     with webhook_app(database_url, simulator.url) as service:

@@ -210,7 +210,7 @@ async def handle_webhook(request: Request) -> Response:
             ) from None
         raise
     if status == "accepted":
-        runtime.manager.intake.wake()
+        runtime.manager.intake.stored_here()
         _count_stored(request)
     return _answer(status)
 

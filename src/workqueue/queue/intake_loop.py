@@ -59,6 +59,7 @@ class IntakeResolver:
         self._batch_size = batch_size
         self._wake = threading.Event()
         self._stopping = threading.Event()
+        self.listening = threading.Event()  # set once the listener's LISTEN is in effect
         self._thread = threading.Thread(
             target=self._run_forever, name="workqueue-intake", daemon=True
         )
@@ -67,7 +68,7 @@ class IntakeResolver:
                 listen_conninfo,
                 channel=INTAKE_CHANNEL,
                 on_notify=lambda _payload: self.wake(),
-                on_connected=self.wake,
+                on_connected=self._on_listener_connected,
                 thread_name="workqueue-intake-listen",
                 description="intake listener",
             )
@@ -84,6 +85,23 @@ class IntakeResolver:
     def wake(self) -> None:
         """A delivery was stored: resolve soon."""
         self._wake.set()
+
+    def stored_here(self) -> None:
+        """A receiver of this process stored a delivery (committed).
+
+        Its NOTIFY wakes this resolver through the listener; waking it here as
+        well made it run a second round that found nothing, most of the time
+        (the two wake-ups come a fraction of a millisecond apart). Before the
+        listener is connected, or without one, it is woken here. A NOTIFY lost
+        to a dropped listener connection is made up for by the wake-up on
+        reconnection.
+        """
+        if not self.listening.is_set():
+            self.wake()
+
+    def _on_listener_connected(self) -> None:
+        self.listening.set()
+        self.wake()  # catch up with what was sent while we were not listening
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop after the batch in progress (its transaction commits or rolls back whole)."""
