@@ -11,8 +11,9 @@ same cluster, N no-op jobs are drained by:
 * the engine: a ProcessingManager with W workers on the no-op type of
   `benchmarks/engine.py` (one action per item).
 
-Every figure is the median of `--repeat` runs (default 3). The peers come
-from the `bench` extra: `pip install -e '.[bench]'`.
+Every figure is the median of `--repeat` runs (default 3), taken in rounds
+(each queue once per round) so that all of them see the same machine. The
+peers come from the `bench` extra: `pip install -e '.[bench]'`.
 
 Usage:
     python benchmarks/peers.py                       # W = 1, 4, 10; N = 10,000
@@ -139,15 +140,18 @@ RUNNERS: dict[str, Callable[[URL, int, int], float]] = {
 
 def measure(server: URL, items: int, workers: int, repeat: int) -> dict[str, Any]:
     row: dict[str, Any] = {"workers": workers, "items": items}
-    for name, runner in RUNNERS.items():
-        rates = []
-        for _ in range(repeat):
+    rates: dict[str, list[float]] = {name: [] for name in RUNNERS}
+    # Round by round, every queue once per round: on a shared machine the load
+    # drifts over minutes, and each queue's median then sees the same drift.
+    for _ in range(repeat):
+        for name, runner in RUNNERS.items():
             url = fresh_database(server)
             try:
-                rates.append(runner(url, items, workers))
+                rates[name].append(runner(url, items, workers))
             finally:
                 drop_database(server, url)
-        row[name] = round(statistics.median(rates), 1)
+    for name, measured in rates.items():
+        row[name] = round(statistics.median(measured), 1)
     row["engine_vs_raw"] = round(row["engine"] / row["raw"], 2)
     row["engine_vs_pgqueuer"] = round(row["engine"] / row["pgqueuer"], 2)
     row["engine_vs_procrastinate"] = round(row["engine"] / row["procrastinate"], 2)
