@@ -128,7 +128,7 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
             settings,
             sessions=sessions,
             registry=registry,
-            on_stored=manager.intake.wake,
+            on_stored=manager.intake.stored_here,  # its NOTIFY wakes the resolver
             metrics=service_metrics,
         )
         manager.start()
