@@ -335,15 +335,6 @@ class ProcessingManager:
                 for claim in claims:
                     self._held[claim.item_id] = claim
                     self._renewed_at[claim.item_id] = claimed_at
-                # Queued in the same breath as held: a claim held but in no
-                # queue would be heartbeated forever and never run (say, if
-                # the timer query below failed).
-                self._queued.extend(claims)
-                # A task steps batches until the queue is empty, so at most one
-                # per worker is needed (a task per claim cost the dispatcher more
-                # time in creating futures than in claiming).
-                tasks = max(0, min(len(self._queued), self._config.workers - self._tasks))
-                self._tasks += tasks
                 if plan.requested - {claim.item_id for claim in claims}:
                     # A woken item could not be claimed: usually idle already or
                     # leased elsewhere, but possibly made claimable an instant
@@ -351,19 +342,36 @@ class ProcessingManager:
                     # Let the due-time query decide when to look again.
                     self._timer_stale = True
                     self._wake.set()
-            for _ in range(tasks):
-                self._pool.submit(self._run_queued)
-            if plan.recompute_timer:
-                with self._lock:
-                    held = list(self._held)
-                seconds = repository.seconds_until_due(session, self.item_types, held=held)
-                session.commit()
-                with self._lock:
-                    self._due_at = (
-                        None
-                        if seconds is None
-                        else time.monotonic() + max(seconds, RETRY_DUE_SECONDS)
-                    )
+            try:
+                if plan.recompute_timer:
+                    self._recompute_timer(session)
+            finally:
+                # Queued even if the timer query failed: a claim held but in
+                # no queue would be heartbeated forever and never run. After
+                # that query, not before: a claim finishing meanwhile sets a
+                # due time the query's answer must not overwrite.
+                self._queue_claims(claims)
+
+    def _recompute_timer(self, session: Session) -> None:
+        with self._lock:
+            held = list(self._held)
+        seconds = repository.seconds_until_due(session, self.item_types, held=held)
+        session.commit()
+        with self._lock:
+            self._due_at = (
+                None if seconds is None else time.monotonic() + max(seconds, RETRY_DUE_SECONDS)
+            )
+
+    def _queue_claims(self, claims: list[lease_repository.Claim]) -> None:
+        with self._lock:
+            self._queued.extend(claims)
+            # A task steps batches until the queue is empty, so at most one
+            # per worker is needed (a task per claim cost the dispatcher more
+            # time in creating futures than in claiming).
+            tasks = max(0, min(len(self._queued), self._config.workers - self._tasks))
+            self._tasks += tasks
+        for _ in range(tasks):
+            self._pool.submit(self._run_queued)
 
     def _plan_dispatch(self) -> DispatchPlan | None:
         now = time.monotonic()

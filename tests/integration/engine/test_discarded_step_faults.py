@@ -235,3 +235,38 @@ def test_a_replica_never_claims_its_own_running_item_a_second_time(sessions, mon
         behaviour.block.set()
         wait_until(lambda: manager.held_count == 0, 10, what="the claim to end")
     assert behaviour.overlaps == []
+
+
+def test_a_backoff_finished_during_the_due_time_query_is_not_forgotten(sessions, monkeypatch):
+    """Claims start only after the dispatcher's due-time query: a claim that failed and
+    set its retry time while the query ran would otherwise see that time overwritten by
+    the query's answer (taken while it was still held) and wait for the safety sweep."""
+    real = repository.seconds_until_due
+
+    def slow_seconds_until_due(session, item_types, **options):
+        answer = real(session, item_types, **options)
+        time.sleep(0.3)  # a busy database: claims would finish meanwhile
+        return answer
+
+    monkeypatch.setattr(repository, "seconds_until_due", slow_seconds_until_due)
+    failures_left = [RateLimitedError("429") for _ in range(4)]
+
+    def step(context: ExecutionContext) -> None:
+        if failures_left:
+            raise failures_left.pop()
+        context.set_dimension("needs_step", DimensionStatus.FALSE, variant=context.action.variant)
+
+    registry = TypeRegistry()
+    registry.register(SAMPLE_TYPE, model=SampleItem, decider=decide).add_executor("step", step)
+    monkeypatch.setattr(RateLimitedError, "retry_after", 0.05)
+    config = fast_config(safety_sweep_seconds=300, max_attempts=10)
+    with sessions() as session:
+        item_id = create_item(session, ["a"])
+        session.commit()
+    with running_manager(sessions, registry, config):
+        wait_until(
+            lambda: not item_row(sessions, item_id).actionable,
+            timeout=20,
+            what="four backoffs and the success (a lost wake-up waits for the 300 s sweep)",
+        )
+    assert failures_left == []
