@@ -178,6 +178,9 @@ class ProcessingManager:
         self._heartbeat_stop = threading.Event()
         self._sweep_at = 0.0  # monotonic; 0 = sweep at once (startup recovery, DDR-35)
         self._due_at: float | None = None  # monotonic time of the earliest known due work
+        # Due times that finishing claims report while a due-time query runs: the
+        # query cannot see them (it leaves out what was held when it started).
+        self._due_reported_meanwhile: list[float] | None = None
         self._timer_stale = True
         self._backlog = False
 
@@ -355,12 +358,18 @@ class ProcessingManager:
     def _recompute_timer(self, session: Session) -> None:
         with self._lock:
             held = list(self._held)
-        seconds = repository.seconds_until_due(session, self.item_types, held=held)
-        session.commit()
+            self._due_reported_meanwhile = []
+        try:
+            seconds = repository.seconds_until_due(session, self.item_types, held=held)
+            session.commit()
+        finally:
+            with self._lock:
+                meanwhile, self._due_reported_meanwhile = self._due_reported_meanwhile, None
+        found = None if seconds is None else time.monotonic() + max(seconds, RETRY_DUE_SECONDS)
         with self._lock:
-            self._due_at = (
-                None if seconds is None else time.monotonic() + max(seconds, RETRY_DUE_SECONDS)
-            )
+            # A claim that was held when the query started and has since set
+            # its retry time is not in the answer: overwriting would lose it.
+            self._due_at = min([*meanwhile, *([] if found is None else [found])], default=None)
 
     def _queue_claims(self, claims: list[lease_repository.Claim]) -> None:
         with self._lock:
@@ -524,6 +533,8 @@ class ProcessingManager:
             if result.wake_in_seconds is not None:
                 due = time.monotonic() + max(result.wake_in_seconds, 0.0)
                 self._due_at = due if self._due_at is None else min(self._due_at, due)
+                if self._due_reported_meanwhile is not None:
+                    self._due_reported_meanwhile.append(due)
         self._wake.set()
 
     # -- heartbeat ---------------------------------------------------------------
