@@ -168,9 +168,6 @@ class ProcessingManager:
         self._tasks = 0  # worker tasks submitted and not yet finished (at most `workers`)
         self._busy_workers = 0  # workers stepping a batch right now
         self._lost: set[uuid.UUID] = set()
-        # When each held lease was last known extended (monotonic): at its claim,
-        # then at each heartbeat that extended it.
-        self._renewed_at: dict[uuid.UUID, float] = {}
         self._requested: set[uuid.UUID] = set()  # woken, not yet tried
         self._rerun: set[uuid.UUID] = set()  # woken while held: try again when released
         self._wake = threading.Event()
@@ -334,10 +331,8 @@ class ProcessingManager:
                 claims += general
             session.commit()
             with self._lock:
-                claimed_at = time.monotonic()
                 for claim in claims:
                     self._held[claim.item_id] = claim
-                    self._renewed_at[claim.item_id] = claimed_at
                 if plan.requested - {claim.item_id for claim in claims}:
                     # A woken item could not be claimed: usually idle already or
                     # leased elsewhere, but possibly made claimable an instant
@@ -518,7 +513,6 @@ class ProcessingManager:
             self._running -= 1
             if self._held.get(claim.item_id) is claim:
                 del self._held[claim.item_id]
-                self._renewed_at.pop(claim.item_id, None)
                 self._lost.discard(claim.item_id)
             if claim.item_id in self._rerun or (
                 result.outcome is ClaimOutcome.RELEASED and not self._stopping.is_set()
@@ -545,7 +539,6 @@ class ProcessingManager:
                 claims = list(self._held.values())
             if not claims:
                 continue
-            started = time.monotonic()
             try:
                 with self._sessions() as session:
                     still_ours = lease_repository.extend_leases(
@@ -554,28 +547,13 @@ class ProcessingManager:
                     session.commit()
             except Exception as error:
                 logger.warning("heartbeat failed: %s", error)
-                self._give_up_expired_leases()
                 continue
             with self._lock:
                 for claim in claims:
                     # A claim released since the snapshot is not "lost".
-                    if self._held.get(claim.item_id) is not claim:
-                        continue
-                    if claim.item_id in still_ours:
-                        self._renewed_at[claim.item_id] = started
-                    else:
+                    if claim.item_id not in still_ours and self._held.get(claim.item_id) is claim:
                         logger.warning("lease on %s was taken over", claim.item_id)
                         self._lost.add(claim.item_id)
-
-    def _give_up_expired_leases(self) -> None:
-        """Held leases not extended for a lease's length may be another's by now: their
-        steps stop writing (their loops see them lost) rather than run beside a new holder."""
-        expired_before = time.monotonic() - self._config.lease_seconds
-        with self._lock:
-            for item_id, renewed_at in self._renewed_at.items():
-                if renewed_at <= expired_before and item_id not in self._lost:
-                    logger.warning("lease on %s ran out while heartbeats failed", item_id)
-                    self._lost.add(item_id)
 
     def _on_remote_wake(self, item_type: str, item_id: uuid.UUID) -> None:
         if item_type in self.item_types:

@@ -208,7 +208,8 @@ def test_claims_are_not_stranded_when_the_due_time_query_fails(sessions, monkeyp
 def test_a_replica_never_claims_its_own_running_item_a_second_time(sessions, monkeypatch):
     """Heartbeats failing past a lease's length, then a sweep: the item's lease has run
     out in the database, but this process still runs it, so its own claim must not take
-    it again (the executor would run twice at once); its step is given up as lost."""
+    it again (the executor would run twice at once). Its own step still ends fenced on
+    its token, which nobody else took."""
     real = lease_repository.extend_leases
     heartbeats_fail = threading.Event()
     heartbeats_fail.set()
