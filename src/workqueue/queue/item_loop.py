@@ -134,7 +134,7 @@ class ItemLoop:
                 break
             try:
                 if run.owed:
-                    run.record(self._record_owed(run))
+                    self._record_owed(run)
                     continue
                 steps = self._step(run.pending[: run.batch_limit])
             except _SplitBatchError as split:
@@ -219,8 +219,9 @@ class ItemLoop:
             batch.steps[unit.item_id] = self._after_failure(unit, failure_entries, batch.started)
         return batch.steps
 
-    def _record_owed(self, run: ClaimsRun) -> dict[uuid.UUID, Step]:
-        """Record, each on its own, the failures a discarded step had recorded."""
+    def _record_owed(self, run: ClaimsRun) -> None:
+        """Record, each on its own, the failures a discarded step had recorded; the claims
+        recorded end in `run`, those recorded before a database error too."""
         steps: dict[uuid.UUID, Step] = {}
         try:
             with self._sessions() as session:
@@ -237,8 +238,7 @@ class ItemLoop:
                 raise DatabaseUnavailableError(list(run.owed.values())) from error
             raise
         finally:
-            run.record(steps)  # those recorded before a failure, too
-        return {}
+            run.record(steps)
 
     def _run_units(self, session: Session, batch: _Batch) -> None:
         """Each claim's part, in order, until the step's time budget is spent."""
