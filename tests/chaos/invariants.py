@@ -116,7 +116,12 @@ def wait_quiescent(conninfo: str, timeout: float = 30) -> int:
 
 
 def check_items(
-    conninfo: str, item_ids: Iterable[str], expected_phase: str, verdict: Verdict
+    conninfo: str,
+    item_ids: Iterable[str],
+    expected_phase: str,
+    verdict: Verdict,
+    simulator: GitLabSimulator | None = None,
+    project: str = "",
 ) -> None:
     ids = sorted(set(item_ids))
     rows = dict(
@@ -128,8 +133,17 @@ def check_items(
     verdict.check(
         not lost,
         f"{len(lost)} accepted items not {expected_phase}: "
-        + ", ".join(f"{item}={rows.get(item)}" for item in lost[:5]),
+        + "; ".join(describe_item(conninfo, item) for item in lost[:3]),
     )
+    if simulator is not None:
+        for item in lost[:3]:
+            for (branch,) in _rows(
+                conninfo, "SELECT source_branch FROM mr_details WHERE id::text = %s", item
+            ):
+                print(
+                    f"GitLab calls about {branch}: ",
+                    describe_gitlab_calls(simulator, project, branch),
+                )
     orphans = _rows(
         conninfo,
         "SELECT id::text, phase FROM work_items WHERE actionable "
@@ -139,6 +153,45 @@ def check_items(
     verdict.figures["orphaned_actionable"] = len(orphans)
     verdict.check(not orphans, f"actionable items nothing leases: {orphans[:5]}")
     check_history(conninfo, ids, rows, verdict)
+
+
+def describe_item(conninfo: str, item: str) -> str:
+    """An item's phase, error and audit trail, so a failed run says what happened."""
+    ((phase, attempts, error),) = _rows(
+        conninfo, "SELECT phase, attempts, error FROM work_items WHERE id::text = %s", item
+    ) or [(None, None, None)]
+    trail = _rows(
+        conninfo,
+        "SELECT to_char(occurred_at, 'HH24:MI:SS.MS'), event_type, reason, details::text "
+        "FROM audit_entries WHERE work_item_id::text = %s ORDER BY id",
+        item,
+    )
+    steps = " | ".join(
+        f"{at} {event} {reason or ''} {details}" for at, event, reason, details in trail
+    )
+    others = _rows(
+        conninfo,
+        "SELECT w.id::text, w.phase, w.created_at::text FROM work_items w "
+        "JOIN mr_details d ON d.id = w.id WHERE d.source_branch = "
+        "(SELECT source_branch FROM mr_details WHERE id::text = %s) AND w.id::text <> %s",
+        item,
+        item,
+    )
+    branch = _rows(conninfo, "SELECT source_branch FROM mr_details WHERE id::text = %s", item)
+    return (
+        f"{item}={phase} attempts={attempts} error={error!r} branch={branch} trail: {steps}"
+        f" other items of the branch: {others}"
+    )
+
+
+def describe_gitlab_calls(simulator: GitLabSimulator, project: str, branch: str) -> str:
+    """Every GitLab call the simulator logged about one bot branch, in order."""
+    branch_of_iid = {mr["iid"]: mr["source_branch"] for mr in simulator.merge_requests(project)}
+    return " | ".join(
+        f"{record.started_at} {record.caller} {record.method} {record.path} {record.status}"
+        for record in simulator.log.records()
+        if item_branch(record, branch_of_iid) == branch
+    )
 
 
 def check_history(conninfo: str, ids: list[str], phases: dict[str, str], verdict: Verdict) -> None:

@@ -244,4 +244,8 @@ def replicas(
     finally:
         for replica in group:
             replica.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+        # Set to keep the replicas' logs for a post-mortem of a failed run.
+        if os.environ.get("WORKQUEUE_CHAOS_KEEP_LOGS"):
+            print(f"replica logs kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)

@@ -95,7 +95,7 @@ def test_kill9_at_random_points(chaos_db, conninfo, simulator, rng, report):
             elif hit.branch is not None:
                 unrecovered += 1
         tracebacks = sum(replica.tracebacks() for replica in group)
-    check_items(conninfo, submitted, "completed", verdict)
+    check_items(conninfo, submitted, "completed", verdict, simulator, PROJECT)
     check_gitlab_writes(simulator, PROJECT, verdict)
     check_deliveries(conninfo, [d.key for d in ci.deliveries], verdict)
     verdict.check(not ci.problems, f"the CI thread failed: {ci.problems[:1]}")

@@ -105,10 +105,39 @@ class Sender:
                 raise TimeoutError(f"{kind}: no answer below 500 within {deadline} s")
             time.sleep(RESEND_PAUSE_SECONDS)
 
-    def submit(self, body: dict[str, Any]) -> str:
-        response = self.request("submit", "POST", "/api/work-items/mr", json=body)
-        assert response.status_code in {200, 201}, response.text
-        return str(response.json()["id"])
+    def submit(self, body: dict[str, Any], *, deadline: float = 300) -> str:
+        """Submit once, as a careful client does: when an answer is lost (a replica died,
+        or answered 5xx), the submission may still have been stored, and its item may
+        even have finished already. Resending then would open a new generation (DDR-40)
+        whose file actions no longer apply, so the sender first asks whether the
+        branch has an item before it resends. Every chaos submission has a branch of
+        its own, so an item found there is this submission's."""
+        give_up = time.monotonic() + deadline
+        while True:
+            replica = self.pick()
+            started = time.monotonic()
+            response: httpx.Response | None
+            try:
+                response = self._client.post(replica.base_url + "/api/work-items/mr", json=body)
+            except httpx.HTTPError:
+                response = None
+            self.answers.note("submit", response, time.monotonic() - started)
+            if response is not None and response.status_code < 500:
+                assert response.status_code in {200, 201}, response.text
+                return str(response.json()["id"])
+            if time.monotonic() > give_up:
+                raise TimeoutError(f"submit: no answer below 500 within {deadline} s")
+            time.sleep(RESEND_PAUSE_SECONDS)
+            stored = self.request(
+                "lookup",
+                "GET",
+                "/api/work-items/mr",
+                params={"project": body["project"], "source_branch": body["source_branch"]},
+                deadline=max(give_up - time.monotonic(), 1),
+            )
+            assert stored.status_code == 200, stored.text
+            if items := stored.json()["items"]:
+                return str(items[0]["id"])
 
     def webhook(self, payload: dict[str, Any], key: str, event: str) -> str:
         """Deliver one hook (GitLab redelivers on failure with the same key); its answer."""
