@@ -22,6 +22,7 @@ from urllib.parse import quote
 import gitlab
 
 from workqueue.gitlab.errors import PermanentGitLabError
+from workqueue.gitlab.http_backend import Urllib3Backend
 from workqueue.gitlab.models import (
     BranchInfo,
     CommitInfo,
@@ -132,6 +133,8 @@ class GitLabClient:
                 retry_transient_errors=False,
                 # Follow `Link` pagination on our base URL even if GitLab's external_url differs.
                 keep_base_url=True,
+                # requests' behaviour in fewer steps: see http_backend.py.
+                backend=Urllib3Backend,
             )
             _read_environment_once(gl, url)
         self._gl = gl
