@@ -15,6 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from workqueue.attention import repository
 from workqueue.queue.models import WorkItem
 from workqueue.queue.registry import TypeRegistry
 
@@ -63,7 +64,7 @@ def _table_reader(table: sa.Table) -> DetailsReader:
         if not columns:
             return {}
         rows = session.execute(
-            sa.select(table.c.id, *columns).where(table.c.id.in_(list(item_ids)))
+            sa.select(table.c.id, *columns).where(repository.among(table.c.id, item_ids))
         ).all()
         return {
             row[0]: {column.name: row[i + 1] for i, column in enumerate(columns)} for row in rows

@@ -15,11 +15,12 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.orm import Session
+from sqlalchemy.dialects.postgresql import ARRAY, insert
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from workqueue.attention.config import QueueRule
 from workqueue.attention.models import AttentionMembership, AttentionQueue
+from workqueue.queue import pg_arrays
 from workqueue.queue.models import WorkItem, WorkItemStatus
 
 RULE_ACTOR = "rule"
@@ -159,6 +160,16 @@ def lock_queues_shared(session: Session, queue_ids: Collection[int]) -> list[Que
 # -- scopes and pages -------------------------------------------------------------
 
 
+def among(
+    column: sa.ColumnElement[uuid.UUID] | InstrumentedAttribute[uuid.UUID],
+    ids: Collection[uuid.UUID],
+) -> sa.ColumnElement[bool]:
+    """`column = ANY(ids)` with the ids as one array literal. An `IN` list of a page's
+    hundred ids cost a bound parameter each, built and converted per statement."""
+    literal = sa.bindparam(None, pg_arrays.uuids(ids), type_=sa.Text)
+    return column == sa.any_(sa.cast(literal, ARRAY(sa.Uuid)))
+
+
 def _in_scope(scope: str | None) -> sa.ColumnElement[bool]:
     if scope is None:
         return WorkItem.project_path.is_(None)
@@ -204,7 +215,7 @@ def item_rows(session: Session, item_ids: Collection[uuid.UUID]) -> list[ItemRow
             WorkItem.phase,
             WorkItem.project_path,
             WorkItem.generation,
-        ).where(WorkItem.id.in_(list(item_ids)))
+        ).where(among(WorkItem.id, item_ids))
     )
     return [ItemRow(row[0], row[1], str(row[2]), row[3], row[4]) for row in rows]
 
@@ -217,7 +228,7 @@ def dimension_statuses(
         return found
     rows = session.execute(
         sa.select(WorkItemStatus.work_item_id, WorkItemStatus.dimension, WorkItemStatus.status)
-        .where(WorkItemStatus.work_item_id.in_(list(item_ids)))
+        .where(among(WorkItemStatus.work_item_id, item_ids))
         .order_by(WorkItemStatus.work_item_id, WorkItemStatus.dimension, WorkItemStatus.variant)
     )
     for item_id, dimension, status in rows:
@@ -244,7 +255,7 @@ def memberships_of_items(
     if not item_ids:
         return {}
     rows = session.execute(
-        sa.select(*_MEMBERSHIP_COLUMNS).where(AttentionMembership.work_item_id.in_(list(item_ids)))
+        sa.select(*_MEMBERSHIP_COLUMNS).where(among(AttentionMembership.work_item_id, item_ids))
     )
     return {(row[0], row[1]): MembershipRow(*row) for row in rows}
 
@@ -268,6 +279,59 @@ def add_member(session: Session, queue_id: int, item_id: uuid.UUID, added_by: st
         ).returning(AttentionMembership.queue_id)
     ).first()
     return row is not None
+
+
+def add_members(
+    session: Session, pairs: Sequence[tuple[int, uuid.UUID]], added_by: str
+) -> set[tuple[int, uuid.UUID]]:
+    """`add_member` for many (queue id, item id) pairs in one statement; the pairs added.
+
+    The pairs must be distinct: one statement may not insert and update one row twice.
+    """
+    if not pairs:
+        return set()
+    rows = session.execute(
+        sa.text(
+            "INSERT INTO attention_memberships (queue_id, work_item_id, added_by) "
+            "SELECT queue_id, work_item_id, :added_by "
+            "FROM unnest(CAST(:queue_ids AS bigint[]), CAST(:item_ids AS uuid[])) "
+            "AS wanted(queue_id, work_item_id) "
+            "ON CONFLICT (queue_id, work_item_id) DO UPDATE SET added_at = now(), "
+            "added_by = EXCLUDED.added_by, removed_at = NULL, removed_by = NULL, "
+            "removed_fingerprint = NULL "
+            "WHERE attention_memberships.removed_at IS NOT NULL "
+            "RETURNING queue_id, work_item_id"
+        ),
+        {
+            "added_by": added_by,
+            "queue_ids": [queue_id for queue_id, _ in pairs],
+            "item_ids": [item_id for _, item_id in pairs],
+        },
+    )
+    return {(row[0], row[1]) for row in rows}
+
+
+def prune_members(
+    session: Session, pairs: Sequence[tuple[int, uuid.UUID]]
+) -> set[tuple[int, uuid.UUID]]:
+    """`prune_member` for many (queue id, item id) pairs in one statement; the pairs pruned."""
+    if not pairs:
+        return set()
+    rows = session.execute(
+        sa.text(
+            "DELETE FROM attention_memberships AS member "
+            "USING unnest(CAST(:queue_ids AS bigint[]), CAST(:item_ids AS uuid[])) "
+            "AS wanted(queue_id, work_item_id) "
+            "WHERE member.queue_id = wanted.queue_id "
+            "AND member.work_item_id = wanted.work_item_id AND member.removed_at IS NULL "
+            "RETURNING member.queue_id, member.work_item_id"
+        ),
+        {
+            "queue_ids": [queue_id for queue_id, _ in pairs],
+            "item_ids": [item_id for _, item_id in pairs],
+        },
+    )
+    return {(row[0], row[1]) for row in rows}
 
 
 def remove_by_hand(

@@ -116,6 +116,20 @@ def reconcile_items(
     result = RowsOutcome()
     queues = repository.lock_queues_shared(session, queue_ids)
     ordered = sorted(item_ids, key=queue_repository.advisory_lock_key)
+    if len(ordered) > 1:
+        savepoint = session.begin_nested()
+        try:
+            taken, result.stopped = _rows_to_take(ordered, should_stop, check_row)
+            entries = _reconcile_many(session, readers, queues, taken)
+            savepoint.commit()
+        except Exception as error:
+            # Some row broke the batch: each row on its own, so only that row fails.
+            savepoint.rollback()
+            logger.info("attention: page written row by row after: %s", error)
+            result.stopped = False
+        else:
+            result.audit, result.written = entries, len(entries)
+            return result
     for item_id in ordered:
         if should_stop():
             result.stopped = True
@@ -134,6 +148,58 @@ def reconcile_items(
         result.audit += entries
         result.written += len(entries)
     return result
+
+
+def _rows_to_take(
+    ordered: Sequence[uuid.UUID],
+    should_stop: Callable[[], bool],
+    check_row: Callable[[uuid.UUID], None] | None,
+) -> tuple[list[uuid.UUID], bool]:
+    """The rows a batch writes: up to a stop, asked between rows as the row path does."""
+    taken: list[uuid.UUID] = []
+    for item_id in ordered:
+        if should_stop():
+            return taken, True
+        if check_row is not None:
+            check_row(item_id)
+        taken.append(item_id)
+    return taken, False
+
+
+def _reconcile_many(
+    session: Session,
+    readers: DetailReaders,
+    queues: Sequence[QueueRow],
+    ordered: Sequence[uuid.UUID],
+) -> list[AuditEntry]:
+    """`_reconcile_one` for a page's rows at once: the same locks in the same order, one
+    re-read, one statement per kind of write. A first pass over many items (a service
+    meeting an old database) adds thousands of members; row by row that took about
+    ten round trips each."""
+    if not ordered:
+        return []
+    queue_repository.lock_items(session, ordered)
+    rows = {row.id: row for row in repository.item_rows(session, ordered)}
+    present = [rows[item_id] for item_id in ordered if item_id in rows]  # some were deleted
+    all_facts = load_facts(session, readers, queues, present)
+    memberships = repository.memberships_of_items(session, [row.id for row in present])
+    changes = [change for facts in all_facts for change in plan(queues, facts, memberships)]
+    added = repository.add_members(
+        session,
+        [(c.queue.id, c.item.id) for c in changes if c.kind is ChangeKind.ADD],
+        RULE_ACTOR,
+    )
+    pruned = repository.prune_members(
+        session, [(c.queue.id, c.item.id) for c in changes if c.kind is ChangeKind.PRUNE]
+    )
+    entries = []
+    for change in changes:
+        key = (change.queue.id, change.item.id)
+        if change.kind is ChangeKind.ADD and key in added:
+            entries.append(_added(session, change.queue, change.item, RULE_ACTOR, SYSTEM_ACTOR))
+        elif change.kind is ChangeKind.PRUNE and key in pruned:
+            entries.append(_removed(change.queue, change.item, SYSTEM_ACTOR, "no longer matches"))
+    return entries
 
 
 def _reconcile_one(
