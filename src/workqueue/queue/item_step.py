@@ -159,7 +159,7 @@ def run_unit(session: Session, unit: StepUnit, observer: EngineObserver) -> None
 
 def _drain_events(session: Session, unit: StepUnit, dimensions: Dimensions) -> Dimensions:
     state = unit.state
-    events = step_repository.pending_events(session, unit.item_id)
+    events = unit.snapshot.events
     for event in events:
         applied = handle_event(
             session,

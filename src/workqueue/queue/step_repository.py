@@ -1,11 +1,13 @@
 """The SQL of a processing step: read a batch of claimed items, write their outcomes.
 
-A step reads every item of its batch in one statement and ends them all in
-two or three: the dimension rows the step changed, the events it consumed,
-and `workqueue_finish_steps` (migration 0012), which idles or continues each
-item fenced on its own lease token. Statements go to the driver (psycopg)
-where SQLAlchemy's per-statement overhead would cost more than the statement,
-and arrays as one literal each (`pg_arrays`).
+A step reads every item of its batch, with its dimension rows and waiting
+events, in one statement (the items made persistent in the step's session
+without the ORM's loading) and ends them all in two or three: the dimension
+rows the step changed, the events it consumed, and `workqueue_finish_steps`
+(migration 0012), which idles or continues each item fenced on its own lease
+token. Statements go to the driver (psycopg) where SQLAlchemy's per-statement
+overhead would cost more than the statement, and arrays as one literal each
+(`pg_arrays`).
 
 Nothing here commits.
 """
@@ -14,14 +16,16 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import psycopg
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Mapper, Session, make_transient_to_detached
+from sqlalchemy.orm.attributes import InstrumentedAttribute, instance_dict
 
 from workqueue.queue import pg_arrays
 from workqueue.queue.dimensions import DimensionState, DimensionUpdate
@@ -31,45 +35,125 @@ from workqueue.queue.repository import driver_connection
 
 
 @dataclass(frozen=True, slots=True)
+class WaitingEvent:
+    """One stored event as a step drains it."""
+
+    id: int
+    event_type: str
+    body: dict[str, Any]
+    received_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class StepSnapshot:
     """What a step knows of one item before it starts: read in the batch's one query."""
 
     item: WorkItem
     now: datetime
     dimensions: list[DimensionState]
-    has_events: bool
+    events: list[WaitingEvent]  # waiting when the batch was read, oldest first
+
+    @property
+    def has_events(self) -> bool:
+        return bool(self.events)
 
 
 def load_batch(
     session: Session, model: type[WorkItem], item_ids: Sequence[uuid.UUID]
 ) -> dict[uuid.UUID, StepSnapshot]:
-    """The items (with their detail columns), the database clock, dimensions and events flags.
+    """The items (with their detail columns), the database clock, dimensions and waiting events.
 
-    Items that no longer exist are absent from the answer.
+    Items that no longer exist are absent from the answer. In a session that
+    holds no objects yet (a step's), the row goes to the driver and the items
+    are made persistent from it (`_manufacture`); otherwise through the ORM.
     """
+    query = _driver_query(model, session.get_bind().dialect)
+    if query is None or len(session.identity_map):
+        return _load_batch_orm(session, model, item_ids)
+    cursor = driver_connection(session).execute(
+        query.sql, {**query.params, "item_ids": pg_arrays.uuids(item_ids)}
+    )
+    processors = query.processors(cursor)
+    width = len(processors)
+    snapshots = {}
+    for row in cursor.fetchall():
+        item = _manufacture(session, query.mapper, query.keys, processors, row)
+        now, event_rows, dimension_rows = row[width:]
+        snapshots[item.id] = _snapshot(item, now, event_rows, dimension_rows)
+    return snapshots
+
+
+def _load_batch_orm(
+    session: Session, model: type[WorkItem], item_ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, StepSnapshot]:
     rows = session.execute(
         _batch_snapshot_query(model),
         {"item_ids": pg_arrays.uuids(item_ids)},
         execution_options={"populate_existing": True},
     ).all()
-    snapshots = {}
-    for item, now, has_events, dimension_rows in rows:
-        dimensions = [
-            DimensionState(
-                dimension,
-                variant,
-                DimensionStatus(status),
-                datetime.fromisoformat(pending_until) if pending_until else None,
-            )
-            for dimension, variant, status, pending_until in dimension_rows
-        ]
-        snapshots[item.id] = StepSnapshot(item, now, dimensions, has_events)
-    return snapshots
+    return {
+        item.id: _snapshot(item, now, event_rows, dimension_rows)
+        for item, now, event_rows, dimension_rows in rows
+    }
+
+
+def _snapshot(
+    item: WorkItem,
+    now: datetime,
+    event_rows: Sequence[Sequence[Any]] | None,
+    dimension_rows: Sequence[Sequence[Any]],
+) -> StepSnapshot:
+    """Both aggregates come as JSON: their timestamps are ISO 8601 strings."""
+    dimensions = [
+        DimensionState(
+            dimension,
+            variant,
+            DimensionStatus(status),
+            datetime.fromisoformat(pending_until) if pending_until else None,
+        )
+        for dimension, variant, status, pending_until in dimension_rows
+    ]
+    events = [
+        WaitingEvent(event_id, event_type, body, datetime.fromisoformat(received_at))
+        for event_id, event_type, body, received_at in event_rows or ()
+    ]
+    return StepSnapshot(item, now, dimensions, events)
 
 
 @functools.cache
 def _batch_snapshot_query(model: type[WorkItem]) -> sa.Select[Any]:
     # Built once per model: constructing the statement costs more than running it.
+    events, dimension_rows, ids = _step_columns(model.id)
+    return sa.select(model, sa.func.now(), events, dimension_rows).where(model.id == sa.any_(ids))
+
+
+def _step_columns(
+    item_id: sa.ColumnElement[uuid.UUID] | InstrumentedAttribute[uuid.UUID],
+) -> tuple[sa.ScalarSelect[Any], sa.ScalarSelect[Any], sa.ColumnElement[Any]]:
+    """What a step reads beside the item: its waiting events (NULL when none) and
+    dimension rows; the ids.
+
+    The events come with the batch rather than in a statement per item as it
+    drains them: one that arrives meanwhile stays for the next step, which the
+    idle decision sees (it never idles an item with a waiting event).
+    """
+    events = (
+        sa.select(
+            sa.func.json_agg(
+                postgresql.aggregate_order_by(
+                    sa.func.json_build_array(
+                        PendingEvent.id,
+                        PendingEvent.event_type,
+                        PendingEvent.body,
+                        PendingEvent.received_at,
+                    ),
+                    PendingEvent.id,
+                )
+            )
+        )
+        .where(PendingEvent.work_item_id == item_id)
+        .scalar_subquery()
+    )
     dimension_rows = (
         sa.select(
             sa.func.coalesce(
@@ -84,15 +168,109 @@ def _batch_snapshot_query(model: type[WorkItem]) -> sa.Select[Any]:
                 sa.text("'[]'::json"),
             )
         )
-        .where(WorkItemStatus.work_item_id == model.id)
+        .where(WorkItemStatus.work_item_id == item_id)
         .scalar_subquery()
     )
-    has_events = sa.exists().where(PendingEvent.work_item_id == model.id)
     # One array literal (`pg_arrays`), not a list psycopg adapts element by element.
     ids = sa.cast(sa.bindparam("item_ids", type_=sa.Text()), postgresql.ARRAY(sa.Uuid()))
-    return sa.select(model, sa.func.now(), has_events, dimension_rows).where(
-        model.id == sa.any_(ids)
+    return events, dimension_rows, ids
+
+
+@dataclass
+class _DriverQuery:
+    """A model's batch read as SQL for the driver, and how its columns become attributes.
+
+    Through the ORM, the same read cost about three times what the statement
+    does (result metadata rebuilt per execution, 45 column descriptions for
+    `mr`, the loading machinery per row): most of a step's load.
+    """
+
+    mapper: Mapper[Any]
+    sql: str
+    keys: tuple[str, ...]  # the attribute of each item column, in select order
+    params: dict[str, Any]  # beside the ids
+    dialect: sa.Dialect
+    columns: tuple[sa.Column[Any], ...]
+    _processors: tuple[Callable[[Any], Any] | None, ...] | None = None
+
+    def processors(self, cursor: psycopg.Cursor[Any]) -> tuple[Callable[[Any], Any] | None, ...]:
+        """The type's conversion of each item column (an enum from its string, say), as
+        SQLAlchemy's would be: read once, from the first answer's column types."""
+        if self._processors is None:
+            assert cursor.description is not None  # noqa: S101 - a SELECT
+            self._processors = tuple(
+                column.type.dialect_impl(self.dialect).result_processor(
+                    self.dialect, described.type_code
+                )
+                for column, described in zip(self.columns, cursor.description, strict=False)
+            )
+        return self._processors
+
+
+@functools.cache
+def _driver_query(model: type[WorkItem], dialect: sa.Dialect) -> _DriverQuery | None:
+    """None for a model whose load is more than its table columns (column
+    expressions, deferred or eagerly loaded attributes, subclasses): the ORM
+    loads those."""
+    mapper = sa.inspect(model)
+    properties = list(mapper.column_attrs)
+    columns = [
+        column
+        for prop in properties
+        if not prop.deferred
+        and isinstance(column := prop.columns[0], sa.Column)
+        and column.table in mapper.tables
+    ]
+    plain = (
+        len(columns) == len(properties)
+        and len(list(mapper.self_and_descendants)) == 1
+        and all(
+            relationship.lazy in ("select", "raise", "raise_on_sql", "noload")
+            for relationship in mapper.relationships
+        )
     )
+    if not plain:
+        return None
+    id_column = mapper.primary_key[0]
+    events, dimension_rows, ids = _step_columns(id_column)
+    statement = (
+        sa.select(*columns, sa.func.now(), events, dimension_rows)
+        .select_from(mapper.selectable)
+        .where(id_column == sa.any_(ids))
+    )
+    params = {}
+    if mapper.single and mapper.polymorphic_on is not None:
+        # As the ORM reads a subclass that shares its table: its rows only.
+        params["item_type"] = mapper.polymorphic_identity
+        statement = statement.where(mapper.polymorphic_on == sa.bindparam("item_type"))
+    return _DriverQuery(
+        mapper,
+        str(statement.compile(dialect=dialect)),
+        tuple(prop.key for prop in properties),
+        params,
+        dialect,
+        tuple(columns),
+    )
+
+
+def _manufacture(
+    session: Session,
+    mapper: Mapper[Any],
+    keys: tuple[str, ...],
+    processors: tuple[Callable[[Any], Any] | None, ...],
+    row: Sequence[Any],
+) -> WorkItem:
+    """The item of `row`, persistent in `session` as if the ORM had loaded it: no
+    history, its identity key set (`make_transient_to_detached`, SQLAlchemy's way of
+    making an object loaded without SQL), then attached."""
+    item: WorkItem = mapper.class_manager.new_instance()
+    instance_dict(item).update(
+        (key, value if process is None else process(value))
+        for key, process, value in zip(keys, processors, row, strict=False)
+    )
+    make_transient_to_detached(item)
+    session.add(item)
+    return item
 
 
 _WRITE_DIMENSIONS = (
@@ -122,30 +300,6 @@ def write_dimensions(
             pg_arrays.timestamps(update.pending_until for update in latest.values()),
         ),
     )
-
-
-@dataclass(frozen=True, slots=True)
-class WaitingEvent:
-    """One stored event as a step drains it."""
-
-    id: int
-    event_type: str
-    body: dict[str, Any]
-    received_at: datetime
-
-
-def pending_events(session: Session, item_id: uuid.UUID) -> list[WaitingEvent]:
-    """An item's waiting events, oldest first."""
-    rows = (
-        driver_connection(session)
-        .execute(
-            "SELECT id, event_type, body, received_at FROM pending_events "
-            "WHERE work_item_id = %s ORDER BY id",
-            (item_id,),
-        )
-        .fetchall()
-    )
-    return [WaitingEvent(*row) for row in rows]
 
 
 def delete_events(session: Session, event_ids: Sequence[int]) -> None:
