@@ -36,17 +36,17 @@ import hashlib
 import hmac
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException, Request, Response
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from workqueue.api.asgi import has_pending_body, header, route_path, send_json
-from workqueue.api.deps import Runtime, get_runtime
+from workqueue.api.deps import Runtime
 from workqueue.api.intake_batcher import IntakeBatcher
 from workqueue.api.metrics import ServiceMetrics
 from workqueue.api.schemas import error_responses
@@ -64,6 +64,7 @@ WEBHOOK_SOURCE = "webhook"  # received_deliveries.source
 MAX_BODY_BYTES = 1024 * 1024  # GitLab's largest hooks (pipelines with many jobs) fit
 STATE_KEY = "webhook_secrets"  # app.state attribute holding the WebhookSecrets
 _BATCHER_KEY = "webhook_intake_batcher"  # app.state attribute holding the IntakeBatcher
+_STORED_COUNTER_KEY = "webhook_stored_counter"  # (ServiceMetrics, its webhook child)
 
 # `X-Gitlab-Event` header → `object_kind`, for payloads that lack the latter.
 GITLAB_EVENT_TYPES: Mapping[str, str] = {
@@ -176,30 +177,46 @@ async def receive_gitlab_webhook(request: Request) -> Response:
 
 async def handle_webhook(request: Request) -> Response:
     """The receiver: authenticate, parse, store, answer (see the module doc)."""
-    if not webhook_secrets(request).matches(request.headers.get("x-gitlab-token")):
+    client = request.client.host if request.client else None
+    status = await _receive(request.app, request.headers, client, request.body)
+    return _answer(status)
+
+
+async def _receive(
+    app: Any,
+    headers: Mapping[str, str],
+    client: str | None,
+    read_body: Callable[[], Awaitable[bytes]],
+) -> IngestStatus:
+    """Authenticate, parse and store one delivery; HTTPException for the error answers.
+
+    Shared by the route (Starlette's `Headers`) and `WebhookReceiver` (the few
+    headers it reads, straight from the scope). `headers` keys are lower case.
+    """
+    if not _app_secrets(app).matches(headers.get("x-gitlab-token")):
         logger.warning(
             "webhook refused: %s X-Gitlab-Token from %s",
-            "wrong" if "x-gitlab-token" in request.headers else "no",
-            request.client.host if request.client else "unknown",
+            "wrong" if "x-gitlab-token" in headers else "no",
+            client or "unknown",
         )
         raise HTTPException(status_code=401, detail=_UNAUTHORIZED)
-    raw = await request.body()
+    raw = await read_body()
     body = _json_object(raw)
-    event_type = gitlab_event_type(body, request.headers.get("x-gitlab-event"))
+    event_type = gitlab_event_type(body, headers.get("x-gitlab-event"))
     if event_type is None:
-        return _answer("ignored")
-    runtime = get_runtime(request)
+        return "ignored"
+    runtime: Runtime = app.state.runtime
     if not runtime.registry.routes_event(event_type):
-        return _answer("ignored")  # a kind no handled type uses: no SQL at all
+        return "ignored"  # a kind no handled type uses: no SQL at all
     delivery = new_delivery(
         source=WEBHOOK_SOURCE,
-        delivery_key=delivery_key(request.headers, raw),
+        delivery_key=delivery_key(headers, raw),
         event_type=event_type,
         body=body,
         raw_body=raw,
     )
     try:
-        status = await _intake_batcher(request, runtime).store(delivery)
+        status = await _intake_batcher(app, runtime).store(delivery)
     except Exception as error:
         if is_database_unavailable(error):
             logger.warning("webhook not stored, database unavailable: %s", error)
@@ -211,8 +228,8 @@ async def handle_webhook(request: Request) -> Response:
         raise
     if status == "accepted":
         runtime.manager.intake.stored_here()
-        _count_stored(request)
-    return _answer(status)
+        _count_stored(app)
+    return status
 
 
 def _json_object(raw: bytes) -> dict[str, Any]:
@@ -225,14 +242,14 @@ def _json_object(raw: bytes) -> dict[str, Any]:
     return body
 
 
-def _intake_batcher(request: Request, runtime: Runtime) -> IntakeBatcher:
+def _intake_batcher(app: Any, runtime: Runtime) -> IntakeBatcher:
     """The application's batcher: concurrent deliveries share one transaction, and at
     most `MAX_IN_FLIGHT` are open, so a burst of webhooks takes neither the
     connections the processing workers need nor a thread each."""
-    batcher = getattr(request.app.state, _BATCHER_KEY, None)
+    batcher = getattr(app.state, _BATCHER_KEY, None)
     if not isinstance(batcher, IntakeBatcher):
         batcher = IntakeBatcher(runtime.sessions)
-        setattr(request.app.state, _BATCHER_KEY, batcher)
+        setattr(app.state, _BATCHER_KEY, batcher)
     return batcher
 
 
@@ -249,7 +266,9 @@ class WebhookReceiver:
 
     The route's whole work is one statement; FastAPI's routing, dependency
     resolution and response handling would cost more than that. Errors answer
-    as the route would (`{"detail": ...}`).
+    as the route would (`{"detail": ...}`). Per request it reads the four
+    headers it needs from the scope and sends prebuilt answers: no `Request`,
+    `Headers` or `Response` objects.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -264,13 +283,59 @@ class WebhookReceiver:
             await self.app(scope, receive, send)
             return
         scope["route"] = _WEBHOOK_ROUTE  # what routing would have set (metrics label by it)
+        client = scope.get("client")
         try:
-            response = await handle_webhook(Request(scope, receive))
-        except HTTPException as error:
-            response = JSONResponse(
-                {"detail": error.detail}, status_code=error.status_code, headers=error.headers
+            status = await _receive(
+                scope["app"],
+                _read_headers(scope),
+                client[0] if client else None,
+                lambda: _read_body(receive),
             )
-        await response(scope, receive, send)
+        except HTTPException as error:
+            extra = [
+                (name.lower().encode("latin-1"), value.encode("latin-1"))
+                for name, value in (error.headers or {}).items()
+            ]
+            await send_json(send, error.status_code, {"detail": error.detail}, headers=extra)
+            return
+        await send(
+            {"type": "http.response.start", "status": 200, "headers": _ANSWER_HEADERS[status]}
+        )
+        await send({"type": "http.response.body", "body": _ANSWER_BODIES[status]})
+
+
+# The headers the receiver reads (lower case, as ASGI names them).
+_READ_HEADERS = frozenset(
+    {b"x-gitlab-token", b"x-gitlab-event", b"idempotency-key", b"x-gitlab-event-uuid"}
+)
+_ANSWER_HEADERS: dict[str, list[tuple[bytes, bytes]]] = {
+    status: [
+        (b"content-length", str(len(body)).encode()),
+        (b"content-type", b"application/json"),
+    ]
+    for status, body in _ANSWER_BODIES.items()
+}
+
+
+def _read_headers(scope: Scope) -> dict[str, str]:
+    """The first value of each header the receiver reads, decoded as Starlette does."""
+    found: dict[str, str] = {}
+    for key, value in scope["headers"]:
+        if key in _READ_HEADERS:
+            found.setdefault(bytes(key).decode("latin-1"), bytes(value).decode("latin-1"))
+    return found
+
+
+async def _read_body(receive: Receive) -> bytes:
+    """The whole body (the body reader replays it as one message)."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 class WebhookTokenFirst:
@@ -305,7 +370,11 @@ class WebhookTokenFirst:
 
 
 def webhook_secrets(request: Request) -> WebhookSecrets:
-    secrets = getattr(request.app.state, STATE_KEY, None)
+    return _app_secrets(request.app)
+
+
+def _app_secrets(app: Any) -> WebhookSecrets:
+    secrets = getattr(app.state, STATE_KEY, None)
     if isinstance(secrets, WebhookSecrets):
         return secrets
     logger.error("app.state.%s is not set: refusing webhooks", STATE_KEY)
@@ -331,7 +400,14 @@ def delivery_key(headers: Mapping[str, str], raw_body: bytes) -> str:
     return "sha256:" + hashlib.sha256(raw_body).hexdigest()
 
 
-def _count_stored(request: Request) -> None:
-    metrics = getattr(request.app.state, "metrics", None)
-    if isinstance(metrics, ServiceMetrics):
-        metrics.events_received.labels(WEBHOOK_SOURCE).inc()
+def _count_stored(app: Any) -> None:
+    # The labelled child is kept beside the metrics it belongs to: `labels()`
+    # takes a lock and builds a key on every call.
+    counted = getattr(app.state, _STORED_COUNTER_KEY, None)
+    metrics = getattr(app.state, "metrics", None)
+    if counted is None or counted[0] is not metrics:
+        if not isinstance(metrics, ServiceMetrics):
+            return
+        counted = (metrics, metrics.events_received.labels(WEBHOOK_SOURCE))
+        setattr(app.state, _STORED_COUNTER_KEY, counted)
+    counted[1].inc()
