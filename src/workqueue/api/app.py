@@ -8,10 +8,15 @@ from contextlib import asynccontextmanager
 from typing import cast
 
 from fastapi import FastAPI, Request
+from fastapi._body_limit import AppBodyLimitMiddleware
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.telemetry._asgi import ExceptionTelemetryMiddleware
 from sqlalchemy.engine import URL
 from sqlalchemy.orm import Session, sessionmaker
+from starlette.applications import Starlette
+from starlette.middleware.errors import ServerErrorMiddleware
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from workqueue import __version__
 from workqueue.api import (
@@ -40,6 +45,7 @@ from workqueue.db.engine import build_engine, build_probe_engine, build_sessions
 from workqueue.db.url import libpq_conninfo, normalize_database_url
 from workqueue.gitlab.errors import GitLabError
 from workqueue.observability import Observability
+from workqueue.observability.http_metrics import HTTPMetrics
 from workqueue.queue.audit import AuditLog, ObjectStore
 from workqueue.queue.audit_history import AuditHistory
 from workqueue.queue.outbox import Outbox
@@ -48,6 +54,7 @@ from workqueue.queue.processing import ProcessingManager
 from workqueue.queue.registry import TypeRegistry
 from workqueue.settings import Settings
 from workqueue.types.catalog import InstallContext, build_registry, install_context
+from workqueue.ui.browser_guard import DashboardHeaders
 from workqueue.ui.mount import mount_dashboard
 
 logger = logging.getLogger(__name__)
@@ -156,7 +163,7 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
                 except Exception:
                     logger.exception("error while shutting down")
 
-    app = FastAPI(
+    app = ServiceApp(
         title="workqueue-service",
         version=__version__,
         description="Validated, audited GitLab writes for automated callers.",
@@ -204,6 +211,81 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
         app.include_router(router)
     mount_dashboard(app)
     return app
+
+
+class ServiceApp(FastAPI):
+    """FastAPI, with webhook deliveries sent past the outer layers that do nothing for them.
+
+    Before the app's own middleware, FastAPI and Starlette run five layers on
+    every request: the telemetry check, the server-error handler, exception
+    telemetry, the app-wide body limit and the dashboard's headers. On
+    `POST /api/webhooks/gitlab` only the server-error handler does anything
+    (telemetry is off unless tracing is configured, the app has no
+    `max_body_size`, and the dashboard headers are for `/ui`). Webhooks, the
+    one route called hundreds of times a second, enter at the request metrics
+    instead, behind a server-error handler of their own; everything from the
+    metrics inwards (token, body reader, receiver) is the same objects as for
+    any request.
+
+    The shortcut is taken only when the built stack is exactly those layers
+    (see `_webhook_entry`): tracing, Sentry, a body limit or any other
+    middleware outside the metrics turns it off, and webhooks take the full
+    stack. It is decided at the first webhook, when instrumentation (started
+    by `create_app`) is in place.
+    """
+
+    _webhook_stack: ASGIApp | None = None
+    _webhook_checked = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] == "http"
+            and scope["path"] == webhooks.WEBHOOK_PATH
+            and scope["method"] == "POST"
+        ):
+            entry = self._webhook_stack if self._webhook_checked else self._webhook_entry()
+            if entry is not None:
+                scope["app"] = self  # what Starlette sets; the layers read app.state
+                await entry(scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
+
+    def _webhook_entry(self) -> ASGIApp | None:
+        """The webhook's stack: a server-error handler around the request metrics, or None."""
+        self._webhook_checked = True
+        if self.root_path or self._native_telemetry.enabled():
+            return None
+        # Sentry (and other instrumentation) wraps Starlette's own __call__: then
+        # skipping it would skip them, so webhooks take the full stack.
+        for method, module in (
+            (Starlette.__call__, "starlette.applications"),
+            (FastAPI.__call__, "fastapi.applications"),
+        ):
+            if getattr(method, "__module__", None) != module:
+                logger.info("webhooks take the full stack (%s is instrumented)", module)
+                return None
+        if self.middleware_stack is None:
+            self.middleware_stack = self.build_middleware_stack()
+        top = self.middleware_stack
+        if not isinstance(top, ServerErrorMiddleware):
+            return None
+        layer: object = top.app
+        while not isinstance(layer, HTTPMetrics):
+            # Exact types: a subclass or any other middleware may act on webhooks.
+            if type(layer) not in _IDLE_FOR_WEBHOOKS:
+                logger.info("webhooks take the full middleware stack (%s)", type(layer).__name__)
+                return None
+            layer = getattr(layer, "app", None)
+        self._webhook_stack = ServerErrorMiddleware(layer, handler=top.handler, debug=top.debug)
+        return self._webhook_stack
+
+
+# Layers outside the request metrics that pass a webhook delivery through untouched:
+# exception telemetry without a provider, the body limit without `max_body_size`
+# (it wraps nothing then), the dashboard's headers outside `/ui`.
+_IDLE_FOR_WEBHOOKS: frozenset[type] = frozenset(
+    {ExceptionTelemetryMiddleware, AppBodyLimitMiddleware, DashboardHeaders}
+)
 
 
 def _notification_worker(
