@@ -21,7 +21,7 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 from workqueue.attention.config import QueueRule
 from workqueue.attention.models import AttentionMembership, AttentionQueue
 from workqueue.queue import pg_arrays
-from workqueue.queue.models import WorkItem, WorkItemStatus
+from workqueue.queue.models import Phase, WorkItem, WorkItemStatus
 
 RULE_ACTOR = "rule"
 
@@ -198,13 +198,21 @@ def scope_page(
     upper: uuid.UUID,
     limit: int,
 ) -> list[ItemRow]:
+    rows = session.execute(scope_page_statement(scope, after=after, upper=upper, limit=limit))
+    return [ItemRow(row[0], row[1], str(row[2]), row[3], row[4]) for row in rows]
+
+
+def scope_page_statement(
+    scope: str | None, *, after: uuid.UUID | None, upper: uuid.UUID, limit: int
+) -> sa.Select[uuid.UUID, str, Phase, str | None, int]:
+    """The items of `scope` after `after` up to `upper`, in id order: a range read of
+    `ix_work_items_project_path_id` (migration 0015)."""
     statement = sa.select(
         WorkItem.id, WorkItem.item_type, WorkItem.phase, WorkItem.project_path, WorkItem.generation
     ).where(_in_scope(scope), WorkItem.id <= upper)
     if after is not None:
         statement = statement.where(WorkItem.id > after)
-    rows = session.execute(statement.order_by(WorkItem.id).limit(limit))
-    return [ItemRow(row[0], row[1], str(row[2]), row[3], row[4]) for row in rows]
+    return statement.order_by(WorkItem.id).limit(limit)
 
 
 def item_rows(session: Session, item_ids: Collection[uuid.UUID]) -> list[ItemRow]:

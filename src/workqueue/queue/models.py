@@ -149,7 +149,9 @@ class WorkItem(Base):
             "caller_identity",
             postgresql_where=sa.text("phase NOT IN ('completed', 'cancelled')"),
         ),
-        sa.Index("ix_work_items_project_path", "project_path"),
+        # Scoped lists, and the attention reconciler's pages through one project in id
+        # order (migration 0015).
+        sa.Index("ix_work_items_project_path_id", "project_path", "id"),
         # Webhook resolution: the active items of the hook's project (migration 0010).
         sa.Index(
             "ix_work_items_active_project_path",

@@ -174,3 +174,33 @@ def test_a_row_that_breaks_the_batch_fails_alone(sessions):
     assert {entry.work_item_id for entry in outcome.audit} == set(items) - {bad}
     # The batch stopped at the bad row; then every row was tried on its own.
     assert calls.count(bad) == 2
+
+
+def test_a_scope_page_is_one_range_read_of_the_project_index(sessions):
+    with sessions() as session:
+        session.execute(
+            sa.text(
+                "INSERT INTO work_items (id, item_type, phase, caller_identity, project_path) "
+                "SELECT gen_random_uuid(), 'mr', 'completed', 'tests', 'group-' || (n % 40) "
+                "FROM generate_series(1, 20000) AS n"
+            )
+        )
+        session.execute(sa.text("ANALYZE work_items"))
+        ids = sorted(
+            session.scalars(
+                sa.text("SELECT id FROM work_items WHERE project_path = 'group-7'")
+            ).all()
+        )
+        statement = repository.scope_page_statement(
+            "group-7", after=ids[10], upper=ids[-1], limit=101
+        )
+        compiled = statement.compile(
+            dialect=session.get_bind().dialect, compile_kwargs={"literal_binds": True}
+        )
+        plan = "\n".join(session.scalars(sa.text(f"EXPLAIN {compiled}")).all())
+        session.rollback()
+    # The page reads the project's index from `after` and stops after the limit: no
+    # intersection with the whole id range, no sort.
+    assert "ix_work_items_project_path_id" in plan, plan
+    assert "Sort" not in plan, plan
+    assert "Bitmap" not in plan, plan
