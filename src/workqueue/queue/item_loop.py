@@ -279,11 +279,10 @@ class ItemLoop:
     ) -> dict[uuid.UUID, Ending]:
         """Write the batch's dimension rows and consumed events, then end every item's step."""
         session.flush()  # the items' own changes first: they move `updated_at`
-        step_repository.write_dimensions(
-            session, ((unit.item_id, update) for unit in units for update in unit.dimension_writes)
-        )
-        step_repository.delete_events(
-            session, [event_id for unit in units for event_id in unit.consumed_events]
+        step_repository.write_step_rows(
+            session,
+            ((unit.item_id, update) for unit in units for update in unit.dimension_writes),
+            [event_id for unit in units for event_id in unit.consumed_events],
         )
         ends = [
             step_repository.StepEnd(

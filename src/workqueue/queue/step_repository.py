@@ -2,8 +2,8 @@
 
 A step reads every item of its batch, with its dimension rows and waiting
 events, in one statement (the items made persistent in the step's session
-without the ORM's loading) and ends them all in two or three: the dimension
-rows the step changed, the events it consumed, and `workqueue_finish_steps`
+without the ORM's loading) and ends them all in one or two: the dimension
+rows the step changed with the events it consumed, and `workqueue_finish_steps`
 (migration 0012), which idles or continues each item fenced on its own lease
 token. Statements go to the driver (psycopg) where SQLAlchemy's per-statement
 overhead would cost more than the statement, and arrays as one literal each
@@ -273,7 +273,10 @@ def _manufacture(
     return item
 
 
-_WRITE_DIMENSIONS = (
+# The events a batch consumed go in the same statement as its dimension rows:
+# different tables, so neither part can see or miss the other's effect.
+_WRITE_STEP_ROWS = (
+    "WITH consumed AS (DELETE FROM pending_events WHERE id = ANY(%s::bigint[])) "
     "INSERT INTO work_item_statuses (work_item_id, dimension, variant, status, pending_until) "
     "SELECT * FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::timestamptz[]) "
     "ON CONFLICT (work_item_id, dimension, variant) DO UPDATE SET "
@@ -281,18 +284,22 @@ _WRITE_DIMENSIONS = (
 )
 
 
-def write_dimensions(
-    session: Session, updates: Iterable[tuple[uuid.UUID, DimensionUpdate]]
+def write_step_rows(
+    session: Session,
+    updates: Iterable[tuple[uuid.UUID, DimensionUpdate]],
+    consumed_events: Sequence[int],
 ) -> None:
-    """Upsert the dimension rows a batch changed, in one statement (last update of a row wins)."""
+    """Upsert the dimension rows a batch changed (last update of a row wins) and drop
+    the events it consumed, in one statement."""
     latest: dict[tuple[uuid.UUID, str, str], DimensionUpdate] = {}
     for item_id, update in updates:
         latest[(item_id, update.dimension, update.variant)] = update
-    if not latest:
+    if not latest and not consumed_events:
         return
     driver_connection(session).execute(
-        _WRITE_DIMENSIONS,
+        _WRITE_STEP_ROWS,
         (
+            "{" + ",".join(str(int(event_id)) for event_id in consumed_events) + "}",
             pg_arrays.uuids(item_id for item_id, _, _ in latest),
             pg_arrays.texts(dimension for _, dimension, _ in latest),
             pg_arrays.texts(variant for _, _, variant in latest),
@@ -300,14 +307,6 @@ def write_dimensions(
             pg_arrays.timestamps(update.pending_until for update in latest.values()),
         ),
     )
-
-
-def delete_events(session: Session, event_ids: Sequence[int]) -> None:
-    """Drop the events a batch consumed."""
-    if event_ids:
-        driver_connection(session).execute(
-            "DELETE FROM pending_events WHERE id = ANY(%s)", (list(event_ids),)
-        )
 
 
 @dataclass(frozen=True, slots=True)

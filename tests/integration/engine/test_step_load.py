@@ -166,3 +166,66 @@ def test_waiting_events_come_with_the_batch_oldest_first(sessions):
             for event in snapshots[item_id].events
         ] == [tuple(row) for row in stored]
         assert [event.body for event in snapshots[item_id].events] == bodies
+
+
+def test_dimension_rows_and_consumed_events_are_written_by_one_statement(sessions):
+    with sessions() as session:
+        item_id = create_item(session, ["a", "b"], notify=False)
+        session.commit()
+    for n in range(3):
+        with sessions() as session:
+            repository.insert_pending_event(
+                session, item_id=item_id, item_type="sample", event_type="poke", body={"n": n}
+            )
+            session.commit()
+
+    def event_ids() -> list[int]:
+        with sessions() as session:
+            return list(
+                session.execute(
+                    sa.text("SELECT id FROM pending_events WHERE work_item_id = :id ORDER BY id"),
+                    {"id": item_id},
+                ).scalars()
+            )
+
+    def statuses() -> dict[str, str]:
+        with sessions() as session:
+            rows = session.execute(
+                sa.text("SELECT variant, status FROM work_item_statuses WHERE work_item_id = :id"),
+                {"id": item_id},
+            ).all()
+        return dict(rows)
+
+    first, second, third = event_ids()
+    later = datetime(2030, 1, 1, tzinfo=UTC)
+    cases = [
+        # (dimension updates, consumed events, statuses after, events left after)
+        ([], [], {"a": "true", "b": "true"}, [first, second, third]),
+        ([], [first], {"a": "true", "b": "true"}, [second, third]),
+        (
+            [
+                DimensionUpdate("needs_step", DimensionStatus.TRUE, "a"),
+                DimensionUpdate("needs_step", DimensionStatus.FALSE, "a"),
+            ],
+            [],
+            {"a": "false", "b": "true"},
+            [second, third],
+        ),
+        (
+            [
+                DimensionUpdate("needs_step", DimensionStatus.FALSE, "b", later),
+                DimensionUpdate("needs_step", DimensionStatus.TRUE, "c"),
+            ],
+            [second, third],
+            {"a": "false", "b": "false", "c": "true"},
+            [],
+        ),
+    ]
+    for updates, consumed, expected_statuses, expected_events in cases:
+        with sessions() as session:
+            step_repository.write_step_rows(
+                session, [(item_id, update) for update in updates], consumed
+            )
+            session.commit()
+        assert statuses() == expected_statuses
+        assert event_ids() == expected_events
