@@ -371,6 +371,21 @@ def test_cookies_a_server_sets_are_sent_back_as_requests_does(server, clients):
     assert ("Cookie", "lb=node-2") in later
 
 
+def test_session_response_hooks_run_as_under_requests(server, clients):
+    server.respond = lambda _request: Answer(body=MR_JSON)
+    seen: dict[str, list[tuple[int, str, dict[str, Any]]]] = {}
+    for name, client in clients.items():
+        calls = seen.setdefault(name, [])
+
+        def hook(response: requests.Response, *_: Any, into=calls, **kwargs: Any) -> None:
+            into.append((response.status_code, str(response.url), kwargs))
+
+        client._gl.session.hooks["response"].append(hook)
+        client.merge_request(PROJECT, 3)
+    assert seen["urllib3"] == seen["requests"]
+    assert len(seen["urllib3"]) == 1
+
+
 def test_an_instrumented_session_send_sees_every_call(server, monkeypatch):
     """OpenTelemetry's requests instrumentation wraps Session.send to trace each call."""
     sent: list[str] = []

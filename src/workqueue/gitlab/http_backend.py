@@ -216,7 +216,9 @@ class Urllib3Backend(RequestsBackend):
         _prepare_body(request, json)
         if auth is not None:
             auth(request)  # prepare_auth: it sets its header on the request
-        request.hooks = session.hooks  # merge_hooks with no request hooks
+        # merge_hooks with no request hooks gives the session's; prepare_hooks copies them.
+        for event, hooks in session.hooks.items():
+            request.register_hook(event, hooks)
         return request, base
 
     @staticmethod
