@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from typing import TypedDict, Unpack
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
@@ -103,95 +104,70 @@ def next_generation(session: Session, project: str, source_branch: str) -> int:
     return 1 if newest is None else int(newest) + 1
 
 
+class MRListFilters(TypedDict, total=False):
+    """What an MR list may be filtered on (each field given must match), and `visible`,
+    the caller's scope as a SQL condition."""
+
+    project: str | None
+    package: str | None
+    source_branch: str | None
+    phase: Phase | None
+    caller_identity: str | None
+    visible: sa.ColumnElement[bool] | None
+
+
 def list_mr_items(
-    session: Session,
-    *,
-    project: str | None,
-    package: str | None,
-    source_branch: str | None,
-    phase: Phase | None,
-    caller_identity: str | None,
-    visible: sa.ColumnElement[bool] | None = None,
-    limit: int,
-    cursor: str | None,
+    session: Session, *, limit: int, cursor: str | None, **wanted: Unpack[MRListFilters]
 ) -> Page:
     """MR items matching every given field, and `visible` (the caller's scope), newest first."""
-    filters = mr_list_filters(
-        project=project,
-        package=package,
-        source_branch=source_branch,
-        phase=phase,
-        caller_identity=caller_identity,
-        visible=visible,
-    )
     return list_items(
         session,
         model=MRWorkItem,
         item_types=None,
-        filters=filters,
+        filters=mr_list_filters(wanted),
         limit=limit,
         cursor=cursor,
-        order_keys=_order_keys(project=project, package=package),
+        order_keys=_order_keys(wanted),
     )
 
 
 def list_mr_rows(
-    session: Session,
-    *,
-    project: str | None,
-    package: str | None,
-    source_branch: str | None,
-    phase: Phase | None,
-    caller_identity: str | None,
-    visible: sa.ColumnElement[bool] | None = None,
-    limit: int,
-    cursor: str | None,
+    session: Session, *, limit: int, cursor: str | None, **wanted: Unpack[MRListFilters]
 ) -> RowPage:
     """`list_mr_items` as plain rows (the API's list)."""
-    filters = mr_list_filters(
-        project=project,
-        package=package,
-        source_branch=source_branch,
-        phase=phase,
-        caller_identity=caller_identity,
-        visible=visible,
-    )
     return list_rows(
         session,
         model=MRWorkItem,
         item_types=None,
-        filters=filters,
+        filters=mr_list_filters(wanted),
         limit=limit,
         cursor=cursor,
-        order_keys=_order_keys(project=project, package=package),
+        order_keys=_order_keys(wanted),
     )
 
 
-def _order_keys(*, project: str | None, package: str | None) -> OrderKeys | None:
+def _order_keys(wanted: MRListFilters) -> OrderKeys | None:
     """Project and package pages walk their `(column, item_created_at, id)` index."""
-    if project is None and package is None:
+    if wanted.get("project") is None and wanted.get("package") is None:
         return None
     details = MRWorkItem.__table__.c
     return (details.item_created_at, details.id)
 
 
-def mr_list_filters(
-    *,
-    project: str | None,
-    package: str | None,
-    source_branch: str | None,
-    phase: Phase | None,
-    caller_identity: str | None,
-    visible: sa.ColumnElement[bool] | None,
-) -> list[sa.ColumnElement[bool]]:
-    wanted = {
-        MRWorkItem.project: project,
-        MRWorkItem.package: package,
-        MRWorkItem.source_branch: source_branch,
-        MRWorkItem.phase: phase,
-        MRWorkItem.caller_identity: caller_identity,
+def mr_list_filters(wanted: MRListFilters) -> list[sa.ColumnElement[bool]]:
+    columns = {
+        "project": MRWorkItem.project,
+        "package": MRWorkItem.package,
+        "source_branch": MRWorkItem.source_branch,
+        "phase": MRWorkItem.phase,
+        "caller_identity": MRWorkItem.caller_identity,
     }
-    filters = [column == value for column, value in wanted.items() if value is not None]
+    filters = [
+        column == wanted[name]  # type: ignore[literal-required]
+        for name, column in columns.items()
+        if wanted.get(name) is not None
+    ]
+    visible = wanted.get("visible")
     if visible is not None:
         filters.append(visible)
     return filters
