@@ -8,10 +8,8 @@ from contextlib import asynccontextmanager
 from typing import cast
 
 from fastapi import FastAPI, Request
-from fastapi._body_limit import AppBodyLimitMiddleware
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from fastapi.telemetry._asgi import ExceptionTelemetryMiddleware
 from sqlalchemy.engine import URL
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.applications import Starlette
@@ -253,7 +251,10 @@ class ServiceApp(FastAPI):
     def _webhook_entry(self) -> ASGIApp | None:
         """The webhook's stack: a server-error handler around the request metrics, or None."""
         self._webhook_checked = True
-        if self.root_path or self._native_telemetry.enabled():
+        telemetry = getattr(self, "_native_telemetry", None)
+        if telemetry is None and _FASTAPI_TELEMETRY:
+            return None  # telemetry this code does not know how to ask about
+        if self.root_path or (telemetry is not None and telemetry.enabled()):
             return None
         # Sentry (and other instrumentation) wraps Starlette's own __call__: then
         # skipping it would skip them, so webhooks take the full stack.
@@ -283,9 +284,28 @@ class ServiceApp(FastAPI):
 # Layers outside the request metrics that pass a webhook delivery through untouched:
 # exception telemetry without a provider, the body limit without `max_body_size`
 # (it wraps nothing then), the dashboard's headers outside `/ui`.
-_IDLE_FOR_WEBHOOKS: frozenset[type] = frozenset(
-    {ExceptionTelemetryMiddleware, AppBodyLimitMiddleware, DashboardHeaders}
-)
+def _idle_for_webhooks() -> tuple[frozenset[type], bool]:
+    """The layers, and whether this FastAPI has its native telemetry. Both are
+    private modules of recent FastAPI versions; older ones have neither layer."""
+    layers: set[type] = {DashboardHeaders}
+    telemetry = False
+    try:
+        from fastapi._body_limit import AppBodyLimitMiddleware  # noqa: PLC0415
+
+        layers.add(AppBodyLimitMiddleware)
+    except ImportError:
+        pass
+    try:
+        from fastapi.telemetry._asgi import ExceptionTelemetryMiddleware  # noqa: PLC0415
+
+        layers.add(ExceptionTelemetryMiddleware)
+        telemetry = True
+    except ImportError:
+        pass
+    return frozenset(layers), telemetry
+
+
+_IDLE_FOR_WEBHOOKS, _FASTAPI_TELEMETRY = _idle_for_webhooks()
 
 
 def _notification_worker(
