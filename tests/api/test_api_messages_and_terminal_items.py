@@ -143,7 +143,7 @@ def _run_lives(database_url: Any, simulator: GitLabSimulator) -> tuple[Any, ...]
         run_pipeline(items["merged"], "success")
         run_pipeline(items["red"], "failed")
         wait_until(lambda: blocked(items["red"], "pipeline_failed"), what="a red pipeline")
-        wait_until(lambda: item(items["cancelled"])["details"]["mr_iid"] is not None)
+        wait_until(lambda: blocked(items["cancelled"], "pipeline_missing"), what="no pipeline")
         cancelled = client.post(
             f"/api/work-items/{items['cancelled']['id']}/cancel", json={"close_mr": True}
         )
@@ -175,6 +175,23 @@ def test_the_lives_end_as_expected(lives):
     assert final["merged"]["details"]["completion_reason"] == "merged"
     assert final["empty"]["details"]["completion_reason"] == "empty_diff"
     assert "already exists" in final["refused"]["error"]
+
+
+def test_finished_items_show_no_reason_not_to_merge(lives):
+    final, _, _, listed = lives
+    # The cancelled item was waiting for a pipeline when it was cancelled.
+    finished = {
+        name: item for name, item in final.items() if item["phase"] in {"completed", "cancelled"}
+    }
+    assert "cancelled" in finished
+    assert {
+        name: item["details"].get("merge_blocker") for name, item in finished.items()
+    } == dict.fromkeys(finished)
+    assert [
+        item["id"]
+        for item in listed
+        if item["phase"] in {"completed", "cancelled"} and item["details"].get("merge_blocker")
+    ] == []
 
 
 def test_no_log_message_prints_none_for_a_missing_value(lives):

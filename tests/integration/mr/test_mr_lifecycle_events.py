@@ -177,11 +177,17 @@ def test_our_own_push_events_are_not_taken_for_someone_elses(sessions):
 def test_push_to_the_target_making_the_diff_empty_closes_and_completes(sessions):
     with gitlab() as simulator, lifecycle(sessions, simulator) as world:
         item_id, iid = world.open_mr()
+        wait_until(
+            lambda: world.detail(item_id).merge_blocker is not None,
+            what="the MR to wait for its pipeline",
+        )
         main_before = simulator.branch_head(PROJECT, "main")
         simulator.push(PROJECT, "main", MR_CONTENT, message="Upstream landed the same change")
         world.send(item_id, world.push_hook("main", before=main_before))
         world.wait_phase(item_id, Phase.COMPLETED)
     assert world.detail(item_id).completion_reason == "empty_diff"
+    # Nothing is left to merge: no reason not to merge is shown for a finished item.
+    assert world.detail(item_id).merge_blocker is None
     assert simulator.merge_request(PROJECT, iid)["state"] == "closed"
     assert any(note["body"] == EMPTY_DIFF_NOTE for note in simulator.notes(PROJECT, iid))
     assert simulator.branch_head(PROJECT, BRANCH) is None

@@ -24,10 +24,15 @@ class MRCancelRetryHooks:
     def __init__(self, gitlab: GitLabClient) -> None:
         self._gitlab = gitlab
 
-    def close_on_cancel(self, session: Session, item: WorkItem, options: Mapping[str, Any]) -> None:
-        """Cancel hook: with `close_mr`, close the item's open MR with a note (else no-op)."""
-        del session  # nothing to write beyond what the generic cancel does
+    def on_cancel(self, session: Session, item: WorkItem, options: Mapping[str, Any]) -> None:
+        """Cancel hook: with `close_mr`, close the item's open MR with a note.
+
+        Either way the service will not merge it any more, so the item stops showing
+        a reason not to merge (`merge_blocker`, otherwise kept from its last check).
+        """
         mr_item = cast("MRWorkItem", item)
+        mr_item.merge_blocker = None
+        session.flush()  # before the generic cancel's own statement and refresh
         if not options.get("close_mr") or mr_item.mr_iid is None:
             return
         merge_request = self._gitlab.merge_request(mr_item.project, mr_item.mr_iid)

@@ -41,7 +41,7 @@ def install_mr(registry: TypeRegistry, section: Mapping[str, Any], context: Inst
     registration.add_executor(CHECK_EMPTY_DIFF, CheckEmptyDiff(client, config).check_empty_diff)
     register_mr_event_handlers(registration)
     register_mr_resolvers(registration)
-    registration.set_cancel_hook(hooks.close_on_cancel)
+    registration.set_cancel_hook(hooks.on_cancel)
     breaker = ci_retry.breaker
     registration.add_gauge("ci_retry_breaker_open", lambda: float(breaker.is_open()))
     registration.add_gauge(

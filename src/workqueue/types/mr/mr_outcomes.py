@@ -50,6 +50,7 @@ def finish_empty(
             head_sha=head.sha,
             branch=item.source_branch,
         )
+    show_blocker(context, item, None)  # nothing left to merge
     item.completion_reason = CompletionReason.EMPTY_DIFF
     context.set_dimension(MRDimension.NEEDS_MR, DimensionStatus.FALSE)
     context.set_phase(Phase.COMPLETED, "the target branch already has this content")
