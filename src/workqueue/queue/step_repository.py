@@ -15,6 +15,7 @@ Nothing here commits.
 from __future__ import annotations
 
 import functools
+import json
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,18 +45,29 @@ class WaitingEvent:
     received_at: datetime
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class StepSnapshot:
     """What a step knows of one item before it starts: read in the batch's one query."""
 
     item: WorkItem
     now: datetime
     dimensions: list[DimensionState]
-    events: list[WaitingEvent]  # waiting when the batch was read, oldest first
+    # The waiting events as the batch read them (a JSON array, None when there
+    # are none), parsed only for an item the step reaches: one whose step
+    # budget ran out first is read again by the next step.
+    events_json: str | None
 
     @property
     def has_events(self) -> bool:
-        return bool(self.events)
+        return self.events_json is not None
+
+    @functools.cached_property
+    def events(self) -> list[WaitingEvent]:
+        """The waiting events, oldest first (their times are ISO 8601 strings in JSON)."""
+        return [
+            WaitingEvent(event_id, event_type, body, datetime.fromisoformat(received_at))
+            for event_id, event_type, body, received_at in json.loads(self.events_json or "[]")
+        ]
 
 
 def load_batch(
@@ -78,8 +90,8 @@ def load_batch(
     snapshots = {}
     for row in cursor.fetchall():
         item = _manufacture(session, query.mapper, query.keys, processors, row)
-        now, event_rows, dimension_rows = row[width:]
-        snapshots[item.id] = _snapshot(item, now, event_rows, dimension_rows)
+        now, events_json, dimension_rows = row[width:]
+        snapshots[item.id] = _snapshot(item, now, events_json, dimension_rows)
     return snapshots
 
 
@@ -92,18 +104,18 @@ def _load_batch_orm(
         execution_options={"populate_existing": True},
     ).all()
     return {
-        item.id: _snapshot(item, now, event_rows, dimension_rows)
-        for item, now, event_rows, dimension_rows in rows
+        item.id: _snapshot(item, now, events_json, dimension_rows)
+        for item, now, events_json, dimension_rows in rows
     }
 
 
 def _snapshot(
     item: WorkItem,
     now: datetime,
-    event_rows: Sequence[Sequence[Any]] | None,
+    events_json: str | None,
     dimension_rows: Sequence[Sequence[Any]],
 ) -> StepSnapshot:
-    """Both aggregates come as JSON: their timestamps are ISO 8601 strings."""
+    """The dimension rows come as JSON: their times are ISO 8601 strings."""
     dimensions = [
         DimensionState(
             dimension,
@@ -113,11 +125,7 @@ def _snapshot(
         )
         for dimension, variant, status, pending_until in dimension_rows
     ]
-    events = [
-        WaitingEvent(event_id, event_type, body, datetime.fromisoformat(received_at))
-        for event_id, event_type, body, received_at in event_rows or ()
-    ]
-    return StepSnapshot(item, now, dimensions, events)
+    return StepSnapshot(item, now, dimensions, events_json)
 
 
 @functools.cache
@@ -139,16 +147,19 @@ def _step_columns(
     """
     events = (
         sa.select(
-            sa.func.json_agg(
-                postgresql.aggregate_order_by(
-                    sa.func.json_build_array(
+            sa.cast(
+                sa.func.json_agg(
+                    postgresql.aggregate_order_by(
+                        sa.func.json_build_array(
+                            PendingEvent.id,
+                            PendingEvent.event_type,
+                            PendingEvent.body,
+                            PendingEvent.received_at,
+                        ),
                         PendingEvent.id,
-                        PendingEvent.event_type,
-                        PendingEvent.body,
-                        PendingEvent.received_at,
-                    ),
-                    PendingEvent.id,
-                )
+                    )
+                ),
+                sa.Text(),
             )
         )
         .where(PendingEvent.work_item_id == item_id)
