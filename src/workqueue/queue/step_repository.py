@@ -45,6 +45,14 @@ class WaitingEvent:
     received_at: datetime
 
 
+# Up to this many items a batch is read by the driver: that saves about 0.2 ms
+# of the ORM's per-statement work, but attaching each row's item
+# (`_manufacture`) costs about 8 us more than the ORM's loader does per row
+# (measured on the no-op type: 0.26 against 0.43 ms for 1 item, 0.99 against
+# 0.89 ms for 32). Lone steps, the webhook path, are one item.
+DRIVER_READ_MAX_ITEMS = 16
+
+
 @dataclass(frozen=True)
 class StepSnapshot:
     """What a step knows of one item before it starts: read in the batch's one query."""
@@ -75,21 +83,24 @@ def load_batch(
 ) -> dict[uuid.UUID, StepSnapshot]:
     """The items (with their detail columns), the database clock, dimensions and waiting events.
 
-    Items that no longer exist are absent from the answer. In a session that
-    holds no objects yet (a step's), the row goes to the driver and the items
-    are made persistent from it (`_manufacture`); otherwise through the ORM.
+    Items that no longer exist are absent from the answer. A small batch in a
+    session that holds no objects yet (a step's) goes to the driver and its
+    items are made persistent from the rows (`_manufacture`); otherwise it is
+    read through the ORM.
     """
+    if len(item_ids) > DRIVER_READ_MAX_ITEMS or len(session.identity_map):
+        return _load_batch_orm(session, model, item_ids)
     query = _driver_query(model, session.get_bind().dialect)
-    if query is None or len(session.identity_map):
+    if query is None:
         return _load_batch_orm(session, model, item_ids)
     cursor = driver_connection(session).execute(
         query.sql, {**query.params, "item_ids": pg_arrays.uuids(item_ids)}
     )
-    processors = query.processors(cursor)
-    width = len(processors)
+    conversions = query.conversions(cursor)
+    width = len(query.keys)
     snapshots = {}
     for row in cursor.fetchall():
-        item = _manufacture(session, query.mapper, query.keys, processors, row)
+        item = _manufacture(session, query.mapper, query.keys, conversions, row)
         now, events_json, dimension_rows = row[width:]
         snapshots[item.id] = _snapshot(item, now, events_json, dimension_rows)
     return snapshots
@@ -202,20 +213,27 @@ class _DriverQuery:
     params: dict[str, Any]  # beside the ids
     dialect: sa.Dialect
     columns: tuple[sa.Column[Any], ...]
-    _processors: tuple[Callable[[Any], Any] | None, ...] | None = None
+    _conversions: tuple[tuple[int, str, Callable[[Any], Any]], ...] | None = None
 
-    def processors(self, cursor: psycopg.Cursor[Any]) -> tuple[Callable[[Any], Any] | None, ...]:
-        """The type's conversion of each item column (an enum from its string, say), as
-        SQLAlchemy's would be: read once, from the first answer's column types."""
-        if self._processors is None:
+    def conversions(
+        self, cursor: psycopg.Cursor[Any]
+    ) -> tuple[tuple[int, str, Callable[[Any], Any]], ...]:
+        """The columns a type converts (an enum from its string, say), as SQLAlchemy's
+        result processors would: (position, attribute, conversion), found once, from
+        the first answer's column types. Most columns need none."""
+        if self._conversions is None:
             assert cursor.description is not None  # noqa: S101 - a SELECT
-            self._processors = tuple(
-                column.type.dialect_impl(self.dialect).result_processor(
+            found = []
+            for index, (column, described) in enumerate(
+                zip(self.columns, cursor.description, strict=False)
+            ):
+                convert = column.type.dialect_impl(self.dialect).result_processor(
                     self.dialect, described.type_code
                 )
-                for column, described in zip(self.columns, cursor.description, strict=False)
-            )
-        return self._processors
+                if convert is not None:
+                    found.append((index, self.keys[index], convert))
+            self._conversions = tuple(found)
+        return self._conversions
 
 
 @functools.cache
@@ -268,17 +286,17 @@ def _manufacture(
     session: Session,
     mapper: Mapper[Any],
     keys: tuple[str, ...],
-    processors: tuple[Callable[[Any], Any] | None, ...],
+    conversions: tuple[tuple[int, str, Callable[[Any], Any]], ...],
     row: Sequence[Any],
 ) -> WorkItem:
     """The item of `row`, persistent in `session` as if the ORM had loaded it: no
     history, its identity key set (`make_transient_to_detached`, SQLAlchemy's way of
     making an object loaded without SQL), then attached."""
     item: WorkItem = mapper.class_manager.new_instance()
-    instance_dict(item).update(
-        (key, value if process is None else process(value))
-        for key, process, value in zip(keys, processors, row, strict=False)
-    )
+    values = instance_dict(item)
+    values.update(zip(keys, row, strict=False))  # the item's columns come first
+    for index, key, convert in conversions:
+        values[key] = convert(row[index])
     make_transient_to_detached(item)
     session.add(item)
     return item
