@@ -41,6 +41,13 @@ class Settings(BaseSettings):
     )
     sentry_dsn: SecretStr | None = Field(None, validation_alias="SENTRY_DSN")
 
+    @field_validator("gitlab_token", "gitlab_webhook_secret", mode="before")
+    @classmethod
+    def _secret_without_surrounding_whitespace(cls, value: object) -> object:
+        # A secret file written by `echo` or `kubectl create secret --from-file` ends in a
+        # newline that is no part of the token (and breaks the header it is sent in).
+        return value.strip() if isinstance(value, str) else value
+
     @field_validator("database_url")
     @classmethod
     def _database_url_is_usable(cls, value: str | None) -> str | None:

@@ -298,9 +298,10 @@ class WebhookReceiver:
             ]
             await send_json(send, error.status_code, {"detail": error.detail}, headers=extra)
             return
-        await send(
-            {"type": "http.response.start", "status": 200, "headers": _ANSWER_HEADERS[status]}
-        )
+        # A copy: a middleware may append to the list it is given (OpenTelemetry's
+        # `traceresponse`), and every later answer would carry it.
+        headers = list(_ANSWER_HEADERS[status])
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": _ANSWER_BODIES[status]})
 
 
@@ -308,11 +309,11 @@ class WebhookReceiver:
 _READ_HEADERS = frozenset(
     {b"x-gitlab-token", b"x-gitlab-event", b"idempotency-key", b"x-gitlab-event-uuid"}
 )
-_ANSWER_HEADERS: dict[str, list[tuple[bytes, bytes]]] = {
-    status: [
+_ANSWER_HEADERS: dict[str, tuple[tuple[bytes, bytes], ...]] = {
+    status: (
         (b"content-length", str(len(body)).encode()),
         (b"content-type", b"application/json"),
-    ]
+    )
     for status, body in _ANSWER_BODIES.items()
 }
 

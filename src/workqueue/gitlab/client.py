@@ -22,7 +22,7 @@ from urllib.parse import quote
 import gitlab
 
 from workqueue.gitlab.errors import PermanentGitLabError
-from workqueue.gitlab.http_backend import Urllib3Backend
+from workqueue.gitlab.http_backend import TokenSafeSession, Urllib3Backend
 from workqueue.gitlab.models import (
     BranchInfo,
     CommitInfo,
@@ -124,6 +124,7 @@ class GitLabClient:
         gl: gitlab.Gitlab | None = None,
         on_call: OnCall | None = None,
     ) -> None:
+        token = _usable_token(token)
         self._owns_gl = gl is None
         if gl is None:
             gl = gitlab.Gitlab(
@@ -135,6 +136,7 @@ class GitLabClient:
                 keep_base_url=True,
                 # requests' behaviour in fewer steps: see http_backend.py.
                 backend=Urllib3Backend,
+                session=TokenSafeSession(),
             )
             _read_environment_once(gl, url)
         self._gl = gl
@@ -510,3 +512,20 @@ def is_unknown_ancestry(error: PermanentGitLabError) -> bool:
     if error.status == 404:
         return True
     return error.status == 400 and "could not find" in error.message.lower()
+
+
+def _usable_token(token: str) -> str:
+    """The token without surrounding whitespace; refused if anything else would break it.
+
+    A secret file written by `echo` or `kubectl create secret --from-file` ends in a
+    newline. Sent as it is, the header is refused by http.client with an error that
+    quotes it, outside the errors the transport scrubs of the token. Tokens are printable
+    ASCII without spaces; the message never repeats the token.
+    """
+    stripped = token.strip()
+    if not stripped.isascii() or not stripped.isprintable() or " " in stripped:
+        raise ValueError(
+            "the GitLab token contains spaces, control or non-ASCII characters; "
+            "check the secret it is read from"
+        )
+    return stripped

@@ -139,6 +139,29 @@ def _merged_headers(
     return headers
 
 
+class TokenSafeSession(requests.Session):
+    """A `requests.Session` that drops GitLab's token headers on a redirect to another
+    host or from https to http, as requests drops `Authorization` there.
+
+    python-gitlab sends the token as `PRIVATE-TOKEN` (or `JOB-TOKEN`), which requests
+    copies to the redirected request as any other header: a GitLab front that answers
+    30x to somewhere else would otherwise collect the bot's token.
+    """
+
+    def rebuild_auth(
+        self, prepared_request: requests.PreparedRequest, response: requests.Response
+    ) -> None:
+        super().rebuild_auth(prepared_request, response)
+        original = response.request.url
+        if (
+            original is not None
+            and prepared_request.url is not None
+            and self.should_strip_auth(original, prepared_request.url)
+        ):
+            for header in ("PRIVATE-TOKEN", "JOB-TOKEN"):
+                prepared_request.headers.pop(header, None)
+
+
 class Urllib3Backend(RequestsBackend):
     """python-gitlab's `RequestsBackend`, sending its common requests through urllib3.
 

@@ -196,17 +196,36 @@ class AuditHistory:
                     session.commit()
             except Exception as error:
                 if attempt == 2:
-                    _report(
-                        logging.ERROR,
-                        "could not store %d audit entries in the history (kept in the log): %s",
-                        len(entries),
-                        error,
-                    )
+                    self._write_one_by_one(entries, rows, error)
                     return
                 time.sleep(delay)
                 delay *= 4
             else:
                 return
+
+    def _write_one_by_one(
+        self, entries: list[AuditEntry], rows: list[dict[str, Any]], error: Exception
+    ) -> None:
+        """After a batch failed three times: each entry alone, so one entry the database
+        refuses costs only itself (an outage costs them all, as before)."""
+        lost = []
+        for entry, row in zip(entries, rows, strict=True):
+            try:
+                with self._sessions() as session:
+                    audit_repository.insert_entries(session, [row])
+                    session.commit()
+            except Exception as entry_error:
+                error = entry_error
+                lost.append(entry.entry_id)
+        if lost:
+            _report(
+                logging.ERROR,
+                "could not store %d of %d audit entries in the history (their log lines "
+                "are the record, at INFO): %s",
+                len(lost),
+                len(entries),
+                error,
+            )
 
 
 def _clean(value: Any, depth: int = 0) -> Any:
@@ -243,6 +262,10 @@ def _text(value: str | None, limit: int = MAX_TEXT) -> str | None:
     if value is None:
         return None
     cleaned = value.replace("\x00", "\ufffd")
+    if not cleaned.isascii():
+        # A lone surrogate (from a decoded '\ud800' escape) is no character jsonb or
+        # UTF-8 can hold: PostgreSQL would refuse the whole statement, every entry of it.
+        cleaned = cleaned.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
     return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"
 
 

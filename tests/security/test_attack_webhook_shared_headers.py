@@ -1,0 +1,84 @@
+"""Attack-review: the receiver's prebuilt 200 answers share one header list per status
+between all requests, so a layer that adds a response header in place changes every
+later answer. OpenTelemetry's ASGI middleware (what FastAPIInstrumentor installs when
+tracing is configured) does exactly that when a response propagator is set
+(`traceresponse`): the list grows by one header per webhook, for the process's life, and
+each answer carries the trace ids of every earlier one. Real HTTP, real database."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
+from opentelemetry.instrumentation.propagators import (
+    TraceResponsePropagator,
+    get_global_response_propagator,
+    set_global_response_propagator,
+)
+from opentelemetry.sdk.trace import TracerProvider
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "webhooks"))
+
+from live_app import live_client
+from mr_harness import TOKEN
+from webhook_support import (
+    OLD_SECRET,
+    SECRETS,
+    install_context,
+    service_config,
+    wire_webhooks,
+)
+
+from workqueue.api import webhooks
+from workqueue.api.app import create_app
+from workqueue.settings import Settings
+from workqueue.testing.gitlab_simulator import GitLabSimulator
+
+
+@pytest.fixture
+def simulator() -> Iterator[GitLabSimulator]:
+    simulator = GitLabSimulator(token=TOKEN)
+    simulator.start()
+    try:
+        yield simulator
+    finally:
+        simulator.stop()
+
+
+@pytest.fixture
+def trace_responses() -> Iterator[None]:
+    previous = get_global_response_propagator()
+    set_global_response_propagator(TraceResponsePropagator())
+    try:
+        yield
+    finally:
+        set_global_response_propagator(previous)
+
+
+def test_each_webhook_answer_carries_only_its_own_headers(database_url, simulator, trace_responses):
+    settings = Settings(WORKQUEUE_SERVICE_GITLAB_WEBHOOK_SECRET=SECRETS)
+    app = create_app(
+        settings,
+        service_config(simulator.url),
+        database_url=database_url,
+        process_items=False,
+        type_context=install_context(),
+    )
+    wire_webhooks(app, settings)
+    app.add_middleware(OpenTelemetryMiddleware, tracer_provider=TracerProvider())
+    with live_client(app) as client:
+        answers = [
+            client.post(
+                webhooks.WEBHOOK_PATH,
+                content=b'{"object_kind": "pipeline", "object_attributes": {"id": %d}}' % n,
+                headers={"X-Gitlab-Token": OLD_SECRET},
+            )
+            for n in range(3)
+        ]
+
+    assert [answer.json() for answer in answers] == [{"status": "accepted"}] * 3
+    # Fails: the nth answer carries n traceresponse headers (the shared list grew).
+    assert [len(answer.headers.get_list("traceresponse")) for answer in answers] == [1, 1, 1]
