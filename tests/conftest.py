@@ -17,10 +17,12 @@ from pathlib import Path
 
 import pytest
 from databases import admin_connection, create_database_from, drop_database
+from fastapi import FastAPI
 from psycopg import sql
 from sample_type import create_support_tables
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.orm import Session, sessionmaker
+from starlette.applications import Starlette
 
 from workqueue.db.embedded import EmbeddedPostgres
 from workqueue.db.engine import build_engine, build_sessions
@@ -31,6 +33,23 @@ from workqueue.db.url import libpq_conninfo, normalize_database_url
 pytest_plugins = ["oidc_fixtures"]
 
 TEMPLATE_DATABASE = "workqueue_test_template"
+
+# As the libraries define them, taken before any test runs (see `asgi_apps_as_defined`).
+_ASGI_CALLS = {Starlette: Starlette.__dict__["__call__"], FastAPI: FastAPI.__dict__["__call__"]}
+
+
+@pytest.fixture(autouse=True)
+def asgi_apps_as_defined(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts with Starlette's and FastAPI's own `__call__`.
+
+    Sentry's integration, once initialised (tests/observability), wraps them for the
+    rest of the process; the service then rightly keeps webhooks on the full stack
+    (api/app.py), and a later test of a plain service would see an instrumented one.
+    """
+    for cls, call in _ASGI_CALLS.items():
+        monkeypatch.setattr(cls, "__call__", call)
+
+
 TEST_SERVER_SETTINGS = {
     "fsync": "off",
     "synchronous_commit": "off",
