@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
 
 import pytest
 from live_app import live_client
@@ -21,7 +20,6 @@ from workqueue.api.app import create_app
 from workqueue.config import ServiceConfig
 from workqueue.gitlab.client import GitLabClient
 from workqueue.settings import Settings
-from workqueue.testing.gitlab_simulator import GitLabSimulator
 from workqueue.types.catalog import InstallContext
 
 SECRET_PART = TOKEN  # what must never be shown
@@ -32,16 +30,6 @@ SUBMIT = {
     "commit_message": "m",
     "file_actions": [{"action": "update", "file_path": "kernel.spec", "content": "v9\n"}],
 }
-
-
-@pytest.fixture
-def simulator() -> Iterator[GitLabSimulator]:
-    simulator = GitLabSimulator(token=TOKEN)
-    simulator.start()
-    try:
-        yield simulator
-    finally:
-        simulator.stop()
 
 
 def test_a_token_with_a_trailing_newline_is_never_shown(database_url, simulator, caplog):

@@ -7,31 +7,16 @@ from __future__ import annotations
 import socket
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import pytest
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "webhooks"))
 
-from mr_harness import TOKEN
 from webhook_support import OLD_SECRET, webhook_app
 
-from workqueue.testing.gitlab_simulator import GitLabSimulator
-
 HOOK = b'{"object_kind": "pipeline", "object_attributes": {"id": 1}}'
-
-
-@pytest.fixture
-def simulator() -> Iterator[GitLabSimulator]:
-    simulator = GitLabSimulator(token=TOKEN)
-    simulator.start()
-    try:
-        yield simulator
-    finally:
-        simulator.stop()
 
 
 def stored(sessions) -> list[str]:

@@ -23,7 +23,6 @@ from opentelemetry.sdk.trace import TracerProvider
 sys.path.insert(0, str(Path(__file__).parents[1] / "webhooks"))
 
 from live_app import live_client
-from mr_harness import TOKEN
 from webhook_support import (
     OLD_SECRET,
     SECRETS,
@@ -35,17 +34,6 @@ from webhook_support import (
 from workqueue.api import webhooks
 from workqueue.api.app import create_app
 from workqueue.settings import Settings
-from workqueue.testing.gitlab_simulator import GitLabSimulator
-
-
-@pytest.fixture
-def simulator() -> Iterator[GitLabSimulator]:
-    simulator = GitLabSimulator(token=TOKEN)
-    simulator.start()
-    try:
-        yield simulator
-    finally:
-        simulator.stop()
 
 
 @pytest.fixture
