@@ -321,6 +321,8 @@ def test_the_webhook_answer_does_not_wait_for_resolution(database_url, simulator
             return real(session, body)
 
         registration.resolvers["note"] = slow
+        # Without its many-bodies form the engine applies `slow` to each body.
+        registration.many_resolvers.pop("note")
         hook = simulator.note_hook(world.note_id)
         try:
             first = simulator.send_webhook(service.url, hook, secret_token=OLD_SECRET)
@@ -426,3 +428,50 @@ def test_concurrent_webhooks_are_stored_together_and_each_answered(database_url,
 
     assert sorted(answers.values()) == ["accepted"] * 30 + ["duplicate"] * 10
     assert sorted(key for (key,) in recorded) == sorted(set(keys))
+
+
+def test_a_batch_resolves_in_arrival_order_around_deliveries_that_make_items(
+    sessions, registry, items, woken
+):
+    """Deliveries no creator handles are looked up together, but a delivery that makes
+    an item splits them: the ones before it do not reach the new item, the ones after do,
+    as if each had been resolved alone."""
+    registration = registry.get(SAMPLE_TYPE)
+
+    def every_active_item(session, body):
+        del body
+        rows = session.execute(sa.text("SELECT id FROM work_items WHERE phase = 'active'"))
+        return [row.id for row in rows]
+
+    lookups = []
+
+    def every_active_item_of_many(session, bodies):
+        lookups.append(len(bodies))
+        return [every_active_item(session, body) for body in bodies]
+
+    def make_one(session, body):
+        del body
+        return [create_item(session, [], notify=False)]
+
+    registration.add_resolver("ping", every_active_item, many=every_active_item_of_many)
+    registration.add_creator("make", make_one)
+    for key, event_type in [("p-1", "ping"), ("p-2", "ping"), ("m-1", "make"), ("p-3", "ping")]:
+        store(sessions, registry, key=key, event_type=event_type)
+    resolver = IntakeResolver(
+        sessions=sessions, registry=registry, on_items=woken.extend, sweep_seconds=3600
+    )
+    try:
+        assert resolver.resolve_waiting() == 4
+    finally:
+        resolver.stop(timeout=5)
+
+    created = set(woken) - set(items)
+    assert len(created) == 1
+    keys_by_item: dict[uuid.UUID, set[str]] = {}
+    for item_id, dedupe_key in events(sessions):
+        keys_by_item.setdefault(item_id, set()).add(dedupe_key.split(":")[0])
+    assert keys_by_item == {
+        **{item_id: {"p-1", "p-2", "p-3"} for item_id in items},
+        **{item_id: {"p-3"} for item_id in created},
+    }
+    assert lookups == [2, 1]  # the run before the creator, then the one after

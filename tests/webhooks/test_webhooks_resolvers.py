@@ -10,6 +10,7 @@ import copy
 import json
 from pathlib import Path
 
+import psycopg
 import pytest
 import sqlalchemy as sa
 from webhook_support import make_item, mr_registry
@@ -313,3 +314,62 @@ def test_the_fixture_shas_are_what_the_cases_assume():
     assert hook("merge_request")["object_attributes"]["oldrev"] == OLD_SHA
     assert hook("job")["object_kind"] == "build"
     assert hook("push")["ref"] == f"refs/heads/{BRANCH}"
+
+
+# -- many hooks at once (`ManyResolver`, the intake's batches) ---------------------
+
+
+def test_a_batch_of_hooks_resolves_as_each_hook_alone(sessions, registry):
+    """Every case's payload (and the malformed ones) in one batch per kind, against items
+    of several cases at once: the batch answers, in order, what each hook alone does."""
+    items = [
+        make_item(sessions, registry, **BOT_MR),
+        make_item(
+            sessions, registry, **{**BOT_MR, "project": "42", "source_branch": "workqueue/a"}
+        ),
+        make_item(sessions, registry, **unrelated(source_branch="workqueue/b", mr_iid=None)),
+        make_item(
+            sessions, registry, **unrelated(source_branch="workqueue/c", target_branch="main")
+        ),
+        make_item(sessions, registry, **unrelated(source_branch=BRANCH, mr_iid=None)),
+    ]
+    registration = registry.get("mr")
+    for kind in ("merge_request", "pipeline", "job", "note", "push"):
+        event_type = EVENT_TYPES.get(kind, kind)
+        payloads = []
+        for _name, case_kind, change, _item, _expected in CASES:
+            if case_kind == kind:
+                payload = hook(kind)
+                if change is not None:
+                    change(payload)
+                payloads.append(payload)
+        payloads += [copy.deepcopy(payload) for payload in MALFORMED]
+        with sessions() as session:
+            alone = [MR_RESOLVERS[event_type](session, payload) for payload in payloads]
+            together = registration.resolver_of_many(event_type)(session, payloads)
+        assert together == alone, kind
+        assert any(alone), kind  # the table reaches some of these items
+    assert items
+
+
+def test_a_batch_of_hooks_is_one_statement(sessions, registry, monkeypatch):
+    make_item(sessions, registry, **BOT_MR)
+    payloads = [hook("pipeline") for _ in range(21)]
+    payloads[-1]["project"] = {"id": 43, "path_with_namespace": "acme/x"}
+    with sessions() as session:
+        session.connection()  # the transaction's own BEGIN is not the resolver's
+        statements = []
+        real_execute = psycopg.Connection.execute
+
+        def counted(connection, query, *args, **kwargs):
+            statements.append(query)
+            return real_execute(connection, query, *args, **kwargs)
+
+        monkeypatch.setattr(psycopg.Connection, "execute", counted)
+        found = registry.get("mr").resolver_of_many("pipeline")(session, payloads)
+        monkeypatch.undo()
+
+    assert len(statements) == 1
+    assert found[:-1] == [found[0]] * 20
+    assert len(found[0]) == 1
+    assert found[-1] == []

@@ -10,7 +10,7 @@ This module defines what those functions receive and return:
   session, and helpers to set dimensions, the phase, audit entries;
 * `EventContext` and `EventResult` — what an event handler reads and returns;
 * the signatures (`Decider`, `Executor`, `EventHandler`, `Resolver`,
-  `Creator`, the hooks) and `PermanentError`;
+  `ManyResolver`, `Creator`, the hooks) and `PermanentError`;
 * re-exported for convenience: `Phase`, `DimensionStatus`, `Dimensions`,
   `DimensionUpdate`, `WorkItem`.
 
@@ -21,7 +21,7 @@ modules can all depend on it without cycles.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -47,6 +47,7 @@ __all__ = [
     "ExecutionContext",
     "Executor",
     "FailureHook",
+    "ManyResolver",
     "PermanentError",
     "Phase",
     "ProjectPathResolver",
@@ -230,6 +231,11 @@ which authorization scopes match; a type whose items name projects by id provide
 
 Resolver = Callable[[Session, Mapping[str, Any]], list[uuid.UUID]]
 """Finds the active items an incoming event of some type concerns (DDR-32)."""
+
+ManyResolver = Callable[[Session, Sequence[Mapping[str, Any]]], list[list[uuid.UUID]]]
+"""A `Resolver` for many events of one type at once: for each body, in the order given,
+exactly what the `Resolver` answers for it. Optional; with one, the intake resolves a
+batch of deliveries with one query per type instead of one per delivery."""
 
 Creator = Callable[[Session, Mapping[str, Any]], list[uuid.UUID]]
 """Creates the items an incoming event brings into being (a pushed head to validate)

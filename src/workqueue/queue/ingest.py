@@ -28,9 +28,10 @@ Nothing here knows about HTTP, GitLab or item types.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
@@ -149,40 +150,67 @@ def resolve_event(
     return ResolvedEvent(created, targets)
 
 
+def resolve_events(
+    session: Session, registry: TypeRegistry, *, event_type: str, bodies: Sequence[dict[str, Any]]
+) -> list[ResolvedEvent]:
+    """`resolve_event` for many bodies of one event type that no creator handles: each
+    type's resolver runs once for all of them (`ManyResolver`). Same answers, in order."""
+    if registry.creators_for(event_type):
+        raise ValueError(f"events of type {event_type!r} make items: resolve them one by one")
+    targets: list[dict[uuid.UUID, str]] = [{} for _ in bodies]
+    for item_type, resolve_many in registry.many_resolvers_for(event_type):
+        found = resolve_many(session, bodies)
+        if len(found) != len(bodies):
+            raise ValueError(f"the {item_type} resolver of {event_type!r} skipped events")
+        for body_targets, item_ids in zip(targets, found, strict=True):
+            for item_id in item_ids:
+                body_targets.setdefault(item_id, item_type)
+    return [ResolvedEvent([], body_targets) for body_targets in targets]
+
+
 @dataclass(frozen=True, slots=True)
 class PendingEventTarget:
-    """One event to store for one item; `delivery_key` (stored form) de-duplicates it."""
+    """One event to store for one item; `delivery_key` (stored form) de-duplicates it.
+
+    `body_json` is the body as JSON text when the caller has it already (the
+    intake reads it from the stored delivery), which saves serialising it again.
+    """
 
     item_id: uuid.UUID
     item_type: str
     event_type: str
     body: dict[str, Any]
     delivery_key: str | None
+    body_json: str | None = None
 
 
 def store_pending_events(session: Session, targets: list[PendingEventTarget]) -> list[uuid.UUID]:
-    """Store each event for its item (`repository.insert_pending_event`: the item's
-    advisory lock, actionable, NOTIFY); returns the items that got a new event.
+    """Store each event for its item (`repository.insert_pending_events`: the items'
+    advisory locks, actionable, NOTIFY); returns the items that got a new event, in
+    lock-key order.
 
     Always in lock-key order (stable: events of one item keep the order given),
     so transactions storing events for overlapping items cannot deadlock on the
     items' advisory locks.
     """
     ordered = sorted(targets, key=lambda target: repository.advisory_lock_key(target.item_id))
-    return [
-        target.item_id
-        for target in ordered
-        if repository.insert_pending_event(
-            session,
-            item_id=target.item_id,
-            item_type=target.item_type,
-            event_type=target.event_type,
-            body=target.body,
-            dedupe_key=None
-            if target.delivery_key is None
-            else f"{target.delivery_key}:{target.item_id}",
-        )
-    ]
+    stored = repository.insert_pending_events(
+        session,
+        [
+            repository.NewPendingEvent(
+                item_id=target.item_id,
+                item_type=target.item_type,
+                event_type=target.event_type,
+                body_json=json.dumps(target.body) if target.body_json is None else target.body_json,
+                dedupe_key=None
+                if target.delivery_key is None
+                else f"{target.delivery_key}:{target.item_id}",
+            )
+            for target in ordered
+        ],
+    )
+    in_order = dict.fromkeys(target.item_id for target in ordered)
+    return [item_id for item_id in in_order if item_id in stored]
 
 
 def prune_deliveries(session: Session, older_than: timedelta = DEFAULT_DELIVERY_RETENTION) -> int:

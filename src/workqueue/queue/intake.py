@@ -33,9 +33,11 @@ from workqueue.queue import intake_repository
 from workqueue.queue.ingest import (
     IngestStatus,
     PendingEventTarget,
+    ResolvedEvent,
     jsonb_safe,
     normalize_delivery_key,
     resolve_event,
+    resolve_events,
     store_pending_events,
 )
 from workqueue.queue.intake_repository import NewDelivery, StoredDelivery
@@ -137,24 +139,57 @@ def resolve(
     session: Session, registry: TypeRegistry, deliveries: list[StoredDelivery]
 ) -> ResolvedBatch:
     """Turn claimed deliveries into item events (claiming deleted them). Flushes, never
-    commits."""
+    commits.
+
+    Oldest first, so an item's events keep arrival order. Deliveries of event types
+    that no creator handles are resolved together, one query per type for a run of
+    them (`ingest.resolve_events`); a delivery whose event type makes items ends the
+    run and is resolved alone, so every resolver sees the items the deliveries before
+    it created, as when resolving one by one.
+    """
     if not deliveries:
         return ResolvedBatch()
+    resolved: list[ResolvedEvent | None] = [None] * len(deliveries)
+    run: list[int] = []  # indexes of creator-free deliveries not yet resolved
+
+    def resolve_run() -> None:
+        by_type: dict[str, list[int]] = {}
+        for index in run:
+            by_type.setdefault(deliveries[index].event_type, []).append(index)
+        for event_type, indexes in by_type.items():
+            bodies = [deliveries[index].body for index in indexes]
+            answers = resolve_events(session, registry, event_type=event_type, bodies=bodies)
+            for index, answer in zip(indexes, answers, strict=True):
+                resolved[index] = answer
+        run.clear()
+
+    for index, delivery in enumerate(deliveries):
+        if registry.creators_for(delivery.event_type):
+            resolve_run()
+            resolved[index] = resolve_event(
+                session, registry, event_type=delivery.event_type, body=delivery.body
+            )
+        else:
+            run.append(index)
+    resolve_run()
     created: list[uuid.UUID] = []
     targets: list[PendingEventTarget] = []
-    for delivery in deliveries:  # oldest first: an item's events keep arrival order
-        resolved = resolve_event(
-            session, registry, event_type=delivery.event_type, body=delivery.body
-        )
-        created += resolved.created
+    for delivery, answer in zip(deliveries, resolved, strict=True):
+        assert answer is not None  # noqa: S101 - every index was resolved above
+        created += answer.created
         targets += (
             PendingEventTarget(
-                item_id, item_type, delivery.event_type, delivery.body, delivery.delivery_key
+                item_id,
+                item_type,
+                delivery.event_type,
+                delivery.body,
+                delivery.delivery_key,
+                delivery.body_json,
             )
-            for item_id, item_type in resolved.targets.items()
+            for item_id, item_type in answer.targets.items()
         )
     stored = store_pending_events(session, targets)
-    return ResolvedBatch(len(deliveries), created + list(dict.fromkeys(stored)))
+    return ResolvedBatch(len(deliveries), created + stored)
 
 
 def _stored_json(body: Mapping[str, Any], raw_body: bytes | None) -> str:

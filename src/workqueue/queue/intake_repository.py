@@ -7,6 +7,7 @@ its cost.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -60,7 +61,7 @@ DELETE FROM incoming_deliveries
 WHERE id = ANY(ARRAY(
     SELECT id FROM incoming_deliveries ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED
 ))
-RETURNING id, delivery_key, event_type, body
+RETURNING id, delivery_key, event_type, CAST(body AS text)
 """
 
 _CLAIM_ONE_SQL = """
@@ -68,7 +69,7 @@ DELETE FROM incoming_deliveries
 WHERE id = ANY(ARRAY(
     SELECT id FROM incoming_deliveries WHERE id = %s FOR UPDATE SKIP LOCKED
 ))
-RETURNING id, delivery_key, event_type, body
+RETURNING id, delivery_key, event_type, CAST(body AS text)
 """
 
 _FORGET_SQL = "DELETE FROM incoming_deliveries WHERE id = ANY(%s)"
@@ -79,7 +80,13 @@ class StoredDelivery:
     id: int
     delivery_key: str | None
     event_type: str
+    body_json: str  # as stored (JSONB's text form)
     body: dict[str, Any]
+
+
+def _stored(row: tuple[int, str | None, str, str]) -> StoredDelivery:
+    # Read as text and parsed here: the pending events store the text as it is.
+    return StoredDelivery(row[0], row[1], row[2], row[3], json.loads(row[3]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,12 +121,12 @@ def claim(session: Session, limit: int) -> list[StoredDelivery]:
     (a rollback gives them back)."""
     rows = _driver(session).execute(_CLAIM_SQL, (limit,)).fetchall()
     # RETURNING follows no ORDER BY: oldest first is restored here.
-    return sorted((StoredDelivery(*row) for row in rows), key=lambda delivery: delivery.id)
+    return sorted((_stored(row) for row in rows), key=lambda delivery: delivery.id)
 
 
 def claim_one(session: Session, delivery_id: int) -> StoredDelivery | None:
     row = _driver(session).execute(_CLAIM_ONE_SQL, (delivery_id,)).fetchone()
-    return None if row is None else StoredDelivery(*row)
+    return None if row is None else _stored(row)
 
 
 def forget(session: Session, delivery_ids: Sequence[int]) -> None:

@@ -17,6 +17,7 @@ from workqueue.queue.contract import (
     EventHandler,
     Executor,
     FailureHook,
+    ManyResolver,
     ProjectPathResolver,
     Resolver,
     RetryHook,
@@ -45,6 +46,8 @@ class ItemTypeRegistration:
     executors: dict[str, Executor] = field(default_factory=dict)
     event_handlers: dict[str, EventHandler] = field(default_factory=dict)
     resolvers: dict[str, Resolver] = field(default_factory=dict)
+    # The optional many-bodies form of some of `resolvers`, by event type.
+    many_resolvers: dict[str, ManyResolver] = field(default_factory=dict)
     creators: dict[str, Creator] = field(default_factory=dict)
 
     def add_executor(self, action_name: str, executor: Executor) -> None:
@@ -56,8 +59,22 @@ class ItemTypeRegistration:
     def add_gauge(self, name: str, read: Callable[[], float]) -> None:
         _add_unique(self.gauges, name, read, f"gauge for {self.item_type}")
 
-    def add_resolver(self, event_type: str, resolver: Resolver) -> None:
+    def add_resolver(
+        self, event_type: str, resolver: Resolver, *, many: ManyResolver | None = None
+    ) -> None:
+        """`many`, when given, answers what `resolver` would for each of many bodies."""
         _add_unique(self.resolvers, event_type, resolver, f"resolver for {self.item_type}")
+        if many is not None:
+            self.many_resolvers[event_type] = many
+
+    def resolver_of_many(self, event_type: str) -> ManyResolver:
+        """The many-bodies resolver of `event_type`: the registered one, else the
+        one-body resolver applied to each body in turn."""
+        many = self.many_resolvers.get(event_type)
+        if many is not None:
+            return many
+        resolver = self.resolvers[event_type]
+        return lambda session, bodies: [resolver(session, body) for body in bodies]
 
     def add_creator(self, event_type: str, creator: Creator) -> None:
         _add_unique(self.creators, event_type, creator, f"creator for {self.item_type}")
@@ -131,6 +148,14 @@ class TypeRegistry:
             event_type in registration.resolvers or event_type in registration.creators
             for registration in self._types.values()
         )
+
+    def many_resolvers_for(self, event_type: str) -> list[tuple[str, ManyResolver]]:
+        """(item_type, many-bodies resolver) pairs of every type that routes this event type."""
+        return [
+            (registration.item_type, registration.resolver_of_many(event_type))
+            for registration in self._types.values()
+            if event_type in registration.resolvers
+        ]
 
     def resolvers_for(self, event_type: str) -> list[tuple[str, Resolver]]:
         """(item_type, resolver) pairs of every type that routes this event type."""

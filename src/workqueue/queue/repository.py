@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -27,7 +28,7 @@ import sqlalchemy as sa
 from psycopg.types.json import Jsonb
 from sqlalchemy.orm import Session
 
-from workqueue.queue import outbox
+from workqueue.queue import outbox, pg_arrays
 from workqueue.queue.dimensions import DimensionState, DimensionUpdate
 from workqueue.queue.models import (
     DimensionStatus,
@@ -176,6 +177,68 @@ def insert_pending_event(
     )
     driver.execute("SELECT pg_notify(%s, %s)", (WAKE_CHANNEL, f"{item_type}:{item_id}"))
     return True
+
+
+# Many events in one statement, for items whose advisory locks the caller
+# holds (`insert_pending_events`). Rows keep the order given, so one item's
+# events keep their arrival order in `pending_events.id`. A row whose
+# `dedupe_key` was stored before (or earlier in the list) is skipped. As in
+# `insert_pending_event`, only idle items' rows are touched, and each item
+# that got an event is announced once.
+_INSERT_PENDING_EVENTS_SQL = f"""
+WITH given AS (
+    SELECT * FROM unnest(
+        CAST(%(item_ids)s AS uuid[]), CAST(%(item_types)s AS text[]),
+        CAST(%(event_types)s AS text[]), CAST(%(bodies)s AS text[]),
+        CAST(%(dedupe_keys)s AS text[])
+    ) WITH ORDINALITY AS event(work_item_id, item_type, event_type, body, dedupe_key, n)
+), inserted AS (
+    INSERT INTO pending_events (work_item_id, event_type, body, dedupe_key)
+    SELECT work_item_id, event_type, CAST(body AS jsonb), dedupe_key FROM given ORDER BY n
+    ON CONFLICT (dedupe_key) DO NOTHING
+    RETURNING work_item_id
+), woken AS (
+    SELECT DISTINCT inserted.work_item_id, given.item_type
+    FROM inserted JOIN given USING (work_item_id)
+), marked AS (
+    UPDATE work_items SET actionable = true, updated_at = clock_timestamp()
+    FROM woken WHERE work_items.id = woken.work_item_id AND NOT work_items.actionable
+)
+SELECT work_item_id, pg_notify('{WAKE_CHANNEL}', item_type || ':' || work_item_id) FROM woken
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class NewPendingEvent:
+    """One event to store for one item; `body_json` is JSONB-safe JSON text."""
+
+    item_id: uuid.UUID
+    item_type: str
+    event_type: str
+    body_json: str
+    dedupe_key: str | None
+
+
+def insert_pending_events(session: Session, events: Sequence[NewPendingEvent]) -> set[uuid.UUID]:
+    """`insert_pending_event` for many events in two statements; returns the items that
+    got a new event.
+
+    Takes every item's advisory lock first, in the order of `events` (callers sort
+    by `advisory_lock_key`, stably, so concurrent callers cannot deadlock), then
+    stores them all in one statement.
+    """
+    if not events:
+        return set()
+    lock_items(session, list(dict.fromkeys(event.item_id for event in events)))
+    params = {
+        "item_ids": pg_arrays.uuids(event.item_id for event in events),
+        "item_types": pg_arrays.texts(event.item_type for event in events),
+        "event_types": pg_arrays.texts(event.event_type for event in events),
+        "bodies": pg_arrays.texts(event.body_json for event in events),
+        "dedupe_keys": pg_arrays.texts(event.dedupe_key for event in events),
+    }
+    rows = driver_connection(session).execute(_INSERT_PENDING_EVENTS_SQL, params).fetchall()
+    return {row[0] for row in rows}
 
 
 # -- reading one item's state -------------------------------------------------

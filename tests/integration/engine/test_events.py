@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import psycopg
 import sqlalchemy as sa
 from harness import dimension_rows, item_row, running_manager, settled, wait_until
 from sample_type import Behaviour, build_registry, create_item
@@ -148,3 +149,63 @@ def test_events_left_by_a_stopped_service_are_recovered_by_the_startup_sweep(ses
     with running_manager(sessions, build_registry(behaviour)):
         wait_until(lambda: behaviour.calls[(item_id, "r")] == 1, what="recovered event")
         wait_until(lambda: settled(sessions), what="settle")
+
+
+def test_many_events_in_one_statement_keep_order_dedupe_and_wake_each_idle_item_once(
+    sessions, conninfo
+):
+    """`insert_pending_events`: an item's events keep the order given, a key stored before
+    or repeated in the batch is skipped, idle items become actionable and each woken item
+    is announced once; an item whose row a running step holds is not waited for."""
+    with sessions() as session:
+        idle, other, running = (create_item(session, [], notify=False) for _ in range(3))
+        session.execute(
+            sa.text("UPDATE work_items SET actionable = false WHERE id <> :id"), {"id": running}
+        )
+        session.commit()
+    assert _insert_event(sessions, other, {"n": 0}, dedupe_key="k-0")
+    with sessions() as session:
+        session.execute(sa.text("UPDATE work_items SET actionable = false"))
+        session.execute(
+            sa.text("UPDATE work_items SET actionable = true WHERE id = :id"), {"id": running}
+        )
+        session.commit()
+
+    def event(item_id, n, key):
+        return repository.NewPendingEvent(item_id, "sample", "poke", f'{{"n": {n}}}', key)
+
+    batch = [
+        event(idle, 1, "k-1"),
+        event(other, 2, "k-0"),  # stored before
+        event(idle, 3, "k-3"),
+        event(idle, 4, "k-3"),  # repeated in the batch
+        event(idle, 5, None),
+        event(running, 6, "k-6"),
+    ]
+    with psycopg.connect(conninfo, autocommit=True) as listener, sessions() as holder:
+        listener.execute(f"LISTEN {repository.WAKE_CHANNEL}")
+        # A running step holds its item's row (its actionable is already true).
+        holder.execute(
+            sa.text("SELECT 1 FROM work_items WHERE id = :id FOR NO KEY UPDATE"), {"id": running}
+        )
+        with sessions() as session:
+            session.execute(sa.text("SET LOCAL lock_timeout = '2s'"))  # a wait fails the test
+            ordered = sorted(batch, key=lambda e: repository.advisory_lock_key(e.item_id))
+            stored = repository.insert_pending_events(session, ordered)
+            session.commit()
+        holder.rollback()
+        announced = sorted(n.payload for n in listener.notifies(timeout=1, stop_after=10))
+
+    assert stored == {idle, running}
+    assert announced == sorted(f"sample:{item_id}" for item_id in (idle, running))
+    with sessions() as session:
+        rows = session.execute(
+            sa.text("SELECT work_item_id, body FROM pending_events ORDER BY id")
+        ).all()
+        actionable = set(
+            session.execute(sa.text("SELECT id FROM work_items WHERE actionable")).scalars()
+        )
+    assert [body["n"] for item_id, body in rows if item_id == idle] == [1, 3, 5]
+    assert [body["n"] for item_id, body in rows if item_id == other] == [0]
+    assert [body["n"] for item_id, body in rows if item_id == running] == [6]
+    assert actionable == {idle, running}

@@ -4,7 +4,8 @@ and which active items a GitLab hook concerns (DDR-32)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import TypedDict, Unpack
 
 import sqlalchemy as sa
@@ -187,23 +188,74 @@ def _within(value: int | None, bits: int) -> int | None:
     return value
 
 
-# One statement for every hook kind (prepared once per connection): a criterion
-# whose parameter is NULL matches nothing. The project is matched on the item's
-# canonical path (`work_items.project_path`, resolved through GitLab at
-# submission) against the hook's id and `path_with_namespace`, served by the
-# partial index of active items by project path.
-_ACTIVE_ITEMS_SQL = (
-    "SELECT detail.id FROM work_items AS item "
-    "JOIN mr_details AS detail ON detail.id = item.id "
-    "WHERE item.phase = 'active' AND item.project_path = ANY(CAST(%(projects)s AS text[])) AND ("
-    "  detail.mr_iid = CAST(%(mr_iid)s AS integer)"
-    "  OR (detail.mr_iid IS NULL AND detail.source_branch = CAST(%(branch_without_mr)s AS text))"
-    "  OR detail.head_pipeline_id = CAST(%(pipeline_id)s AS bigint)"
-    "  OR detail.mr_sha = CAST(%(sha)s AS text)"
-    "  OR detail.target_branch = CAST(%(target_branch)s AS text)"
-    "  OR detail.source_branch = CAST(%(source_branch)s AS text)"
-    ") ORDER BY detail.id"
+@dataclass(frozen=True, slots=True)
+class HookCriteria:
+    """What one hook says about the items it concerns: an active MR item of one of
+    `projects` (the hook's names for its project) meeting any criterion given. No
+    project, or no criterion, names no item."""
+
+    projects: tuple[str, ...]
+    mr_iid: int | None = None
+    branch_without_mr: str | None = None
+    pipeline_id: int | None = None
+    sha: str | None = None
+    target_branch: str | None = None
+    source_branch: str | None = None
+
+    def usable(self) -> HookCriteria | None:
+        """These criteria with numbers outside the columns' ranges dropped; None when
+        nothing is left to match."""
+        usable = replace(
+            self,
+            mr_iid=_within(self.mr_iid, _INT32_BITS),
+            pipeline_id=_within(self.pipeline_id, _INT64_BITS),
+        )
+        criteria = (
+            usable.mr_iid,
+            usable.branch_without_mr,
+            usable.pipeline_id,
+            usable.sha,
+            usable.target_branch,
+            usable.source_branch,
+        )
+        if not self.projects or all(value is None for value in criteria):
+            return None
+        return usable
+
+
+# One statement for any number of hooks of any kind (prepared once per
+# connection): hook `n`'s criteria are row `n` of the arrays, its project's
+# names the `name_hooks` entries equal to `n`; a NULL criterion matches
+# nothing. The project is matched on the item's canonical path
+# (`work_items.project_path`, resolved through GitLab at submission) against
+# the hook's id and `path_with_namespace`, served by the index of items by
+# project path.
+_ACTIVE_ITEMS_SQL = """
+WITH hook AS (
+    SELECT * FROM unnest(
+        CAST(%(hooks)s AS int[]), CAST(%(mr_iids)s AS integer[]),
+        CAST(%(branches_without_mr)s AS text[]), CAST(%(pipeline_ids)s AS bigint[]),
+        CAST(%(shas)s AS text[]), CAST(%(target_branches)s AS text[]),
+        CAST(%(source_branches)s AS text[])
+    ) AS hook(n, mr_iid, branch_without_mr, pipeline_id, sha, target_branch, source_branch)
+), name AS (
+    SELECT * FROM unnest(CAST(%(name_hooks)s AS int[]), CAST(%(names)s AS text[]))
+        AS name(n, project)
 )
+SELECT DISTINCT hook.n, detail.id
+FROM hook
+JOIN name USING (n)
+JOIN work_items AS item ON item.phase = 'active' AND item.project_path = name.project
+JOIN mr_details AS detail ON detail.id = item.id AND (
+    detail.mr_iid = hook.mr_iid
+    OR (detail.mr_iid IS NULL AND detail.source_branch = hook.branch_without_mr)
+    OR detail.head_pipeline_id = hook.pipeline_id
+    OR detail.mr_sha = hook.sha
+    OR detail.target_branch = hook.target_branch
+    OR detail.source_branch = hook.source_branch
+)
+ORDER BY hook.n, detail.id
+"""
 
 
 def active_items_for_hook(
@@ -219,18 +271,47 @@ def active_items_for_hook(
 ) -> list[uuid.UUID]:
     """Active MR items of one of `projects` (the hook's names for its project) meeting
     any criterion given; no project or no criterion: no items."""
-    criteria = {
-        "mr_iid": _within(mr_iid, _INT32_BITS),
-        "branch_without_mr": branch_without_mr,
-        "pipeline_id": _within(pipeline_id, _INT64_BITS),
-        "sha": sha,
-        "target_branch": target_branch,
-        "source_branch": source_branch,
+    criteria = HookCriteria(
+        tuple(projects),
+        mr_iid=mr_iid,
+        branch_without_mr=branch_without_mr,
+        pipeline_id=pipeline_id,
+        sha=sha,
+        target_branch=target_branch,
+        source_branch=source_branch,
+    )
+    return active_items_for_hooks(session, [criteria])[0]
+
+
+def active_items_for_hooks(
+    session: Session, hooks: Sequence[HookCriteria | None]
+) -> list[list[uuid.UUID]]:
+    """For each hook, in order, its active MR items (by id); None names no item.
+
+    One statement for all of them: the intake resolves a batch of deliveries at once.
+    """
+    found: list[list[uuid.UUID]] = [[] for _ in hooks]
+    usable = [(n, criteria.usable()) for n, criteria in enumerate(hooks) if criteria is not None]
+    asked = [(n, criteria) for n, criteria in usable if criteria is not None]
+    if not asked:
+        return found
+
+    def column(values: Iterable[int | None]) -> str:
+        return "{" + ",".join("NULL" if value is None else str(value) for value in values) + "}"
+
+    params = {
+        "hooks": column(n for n, _ in asked),
+        "mr_iids": column(criteria.mr_iid for _, criteria in asked),
+        "branches_without_mr": pg_arrays.texts(c.branch_without_mr for _, c in asked),
+        "pipeline_ids": column(criteria.pipeline_id for _, criteria in asked),
+        "shas": pg_arrays.texts(criteria.sha for _, criteria in asked),
+        "target_branches": pg_arrays.texts(criteria.target_branch for _, criteria in asked),
+        "source_branches": pg_arrays.texts(criteria.source_branch for _, criteria in asked),
+        "name_hooks": column(n for n, criteria in asked for _ in criteria.projects),
+        "names": pg_arrays.texts(name for _, criteria in asked for name in criteria.projects),
     }
-    if not projects or all(value is None for value in criteria.values()):
-        return []
-    # Straight to the driver: it runs once per delivery in the intake resolver,
-    # and SQLAlchemy's per-statement overhead was most of its cost.
-    params = {"projects": pg_arrays.texts(projects), **criteria}
-    rows = driver_connection(session).execute(_ACTIVE_ITEMS_SQL, params).fetchall()
-    return [row[0] for row in rows]
+    # Straight to the driver: it runs for every batch of deliveries the intake
+    # resolves, and SQLAlchemy's per-statement overhead was most of its cost.
+    for n, item_id in driver_connection(session).execute(_ACTIVE_ITEMS_SQL, params):
+        found[n].append(item_id)
+    return found

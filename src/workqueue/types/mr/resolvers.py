@@ -4,7 +4,8 @@ Resolvers read the hook through its typed record (`gitlab.hooks`: a payload
 that lacks a field, or has an unexpected type, resolves to nothing rather than
 failing the delivery) and return ids of items in phase `active` only:
 terminal items ignore events (DDR-37). The query is
-`repository.active_items_for_hook`.
+`repository.active_items_for_hooks`, one statement for a
+batch of deliveries of one kind.
 
 A hook's project matches an item whose canonical project path (resolved
 through GitLab at submission, whatever spelling the caller used) equals the
@@ -25,38 +26,32 @@ compared exactly; the event handlers apply the same rule.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from workqueue.gitlab.hooks import job_hook, merge_request_hook, note_hook, pipeline_hook, push_hook
-from workqueue.queue.contract import Resolver
+from workqueue.queue.contract import ManyResolver, Resolver
 from workqueue.queue.registry import ItemTypeRegistration
-from workqueue.types.mr.repository import active_items_for_hook
+from workqueue.types.mr.repository import HookCriteria, active_items_for_hooks
 
 
-def resolve_merge_request(session: Session, body: Mapping[str, Any]) -> list[uuid.UUID]:
+def merge_request_criteria(body: Mapping[str, Any]) -> HookCriteria | None:
     """Merge Request Hook: the item of that MR (by iid, or by source branch before it has one)."""
     hook = merge_request_hook(body)
     if hook is None:
-        return []
-    return active_items_for_hook(
-        session,
-        hook.project.names(),
-        mr_iid=hook.iid,
-        branch_without_mr=hook.source_branch,
-    )
+        return None
+    return HookCriteria(hook.project.names(), mr_iid=hook.iid, branch_without_mr=hook.source_branch)
 
 
-def resolve_pipeline(session: Session, body: Mapping[str, Any]) -> list[uuid.UUID]:
+def pipeline_criteria(body: Mapping[str, Any]) -> HookCriteria | None:
     """Pipeline Hook: by pipeline id, by the MR of an MR pipeline, or by the commit sha."""
     hook = pipeline_hook(body)
     if hook is None:
-        return []
+        return None
     merge_request = hook.merge_request
-    return active_items_for_hook(
-        session,
+    return HookCriteria(
         hook.project.names(),
         mr_iid=None if merge_request is None else merge_request.iid,
         branch_without_mr=None if merge_request is None else merge_request.source_branch,
@@ -65,45 +60,69 @@ def resolve_pipeline(session: Session, body: Mapping[str, Any]) -> list[uuid.UUI
     )
 
 
-def resolve_job(session: Session, body: Mapping[str, Any]) -> list[uuid.UUID]:
+def job_criteria(body: Mapping[str, Any]) -> HookCriteria | None:
     """Job Hook (`object_kind: build`): by its pipeline being the item's head pipeline, or sha."""
     hook = job_hook(body)
     if hook is None:
-        return []
-    return active_items_for_hook(
-        session, hook.project.names(), pipeline_id=hook.pipeline_id, sha=hook.sha
-    )
+        return None
+    return HookCriteria(hook.project.names(), pipeline_id=hook.pipeline_id, sha=hook.sha)
 
 
-def resolve_note(session: Session, body: Mapping[str, Any]) -> list[uuid.UUID]:
+def note_criteria(body: Mapping[str, Any]) -> HookCriteria | None:
     """Note Hook: comments on an MR concern that MR's item; others nothing."""
     hook = note_hook(body)
     if hook is None or hook.noteable_type != "MergeRequest" or hook.merge_request is None:
-        return []
-    return active_items_for_hook(session, hook.project.names(), mr_iid=hook.merge_request.iid)
+        return None
+    return HookCriteria(hook.project.names(), mr_iid=hook.merge_request.iid)
 
 
-def resolve_push(session: Session, body: Mapping[str, Any]) -> list[uuid.UUID]:
+def push_criteria(body: Mapping[str, Any]) -> HookCriteria | None:
     """Push Hook on a branch: items targeting it, and the item whose bot branch it is."""
     hook = push_hook(body)
     if hook is None or hook.branch is None:
-        return []
-    return active_items_for_hook(
-        session, hook.project.names(), target_branch=hook.branch, source_branch=hook.branch
-    )
+        return None
+    return HookCriteria(hook.project.names(), target_branch=hook.branch, source_branch=hook.branch)
+
+
+Criteria = Callable[[Mapping[str, Any]], HookCriteria | None]
+
+MR_CRITERIA: Mapping[str, Criteria] = {
+    "merge_request": merge_request_criteria,
+    "pipeline": pipeline_criteria,
+    "build": job_criteria,
+    "note": note_criteria,
+    "push": push_criteria,
+}
+"""Event type (GitLab `object_kind`) → what its hooks say about the items they concern."""
+
+
+def resolver(criteria: Criteria) -> Resolver:
+    """The resolver of one hook kind: its criteria, looked up."""
+
+    def resolve(session: Session, body: Mapping[str, Any]) -> list[uuid.UUID]:
+        return active_items_for_hooks(session, [criteria(body)])[0]
+
+    return resolve
+
+
+def resolver_of_many(criteria: Criteria) -> ManyResolver:
+    """The same for many hooks of that kind, in one lookup."""
+
+    def resolve_many(
+        session: Session, bodies: Sequence[Mapping[str, Any]]
+    ) -> list[list[uuid.UUID]]:
+        return active_items_for_hooks(session, [criteria(body) for body in bodies])
+
+    return resolve_many
 
 
 MR_RESOLVERS: Mapping[str, Resolver] = {
-    "merge_request": resolve_merge_request,
-    "pipeline": resolve_pipeline,
-    "build": resolve_job,
-    "note": resolve_note,
-    "push": resolve_push,
+    event_type: resolver(criteria) for event_type, criteria in MR_CRITERIA.items()
 }
-"""Event type (GitLab `object_kind`) → resolver."""
+"""Event type (GitLab `object_kind`) → resolver of one hook."""
 
 
 def register_mr_resolvers(registration: ItemTypeRegistration) -> None:
     """Route the GitLab event types above to `mr` items (call once, from `install_mr`)."""
-    for event_type, resolver in MR_RESOLVERS.items():
-        registration.add_resolver(event_type, resolver)
+    for event_type, criteria in MR_CRITERIA.items():
+        registration.add_resolver(event_type, resolver(criteria), many=resolver_of_many(criteria))
