@@ -2,13 +2,15 @@
 
 Lifecycle (see docs/explanation/architecture.md, "Attention queues"):
 
-* producers — the engine after each committed step (`item_changed`), rule
-  changes (`apply_rules`), the API's manual changes — wake only their scope,
-  the item's project; other replicas hear of it through NOTIFY;
+* producers — the engine after each committed step and the API's changes
+  (`item_changed`: that item of that project), rule changes and listener
+  (re)connections (`apply_rules`, `wake_all`: whole scopes) — wake only
+  their scope; other replicas hear of it through NOTIFY;
 * a pass claims its scope with a transaction advisory lock (two replicas
-  never reconcile one scope at once), reads at most `page_size` items after
-  the cycle's cursor and up to its fixed upper id, and re-checks and writes
-  each item that needs a change under its lock;
+  never reconcile one scope at once) and reads at most `page_size` items:
+  the changed items by id, or, in a whole cycle, the items after the
+  cycle's cursor up to its fixed upper id; it re-checks and writes each
+  item that needs a change under its lock;
 * `ScopeBoard` decides what runs when: continuation after 1 s while pages or
   newer signals remain, backoff 1 s → 60 s for a failing scope;
 * reconciled, a scope is forgotten: the thread sleeps with no timer and the
@@ -39,10 +41,12 @@ logger = logging.getLogger(__name__)
 
 CHANNEL = "workqueue_attention"
 PAGE_SIZE = 100
-# Other replicas hear of changed scopes at most this often: a busy engine
+# Other replicas hear of changed items at most this often: a busy engine
 # commits a step every few milliseconds, and each NOTIFY is a transaction,
 # while a replica's passes over one scope are a second apart anyway.
 SIGNAL_INTERVAL_SECONDS = 0.2
+# Item ids per NOTIFY payload (33 characters each; PostgreSQL's limit is 8000 bytes).
+IDS_PER_SIGNAL = 200
 # Scope claims use the two-key advisory lock space, apart from the engine's
 # one-key item locks; the first key says "attention scope".
 _SCOPE_LOCK_CLASS = 0x4154
@@ -95,7 +99,7 @@ class AttentionReconciler:
         self.before_page = before_page
         self.before_row = before_row
         self.replica = uuid.uuid4().hex[:12]
-        self._outgoing: set[Scope] = set()
+        self._outgoing: dict[Scope, set[uuid.UUID]] = {}
         self._signals_sent_at: float | None = None
         self._outgoing_lock = threading.Lock()
         self._wake = threading.Event()
@@ -117,15 +121,16 @@ class AttentionReconciler:
 
     # -- producers -------------------------------------------------------------
 
-    def item_changed(self, item_id: uuid.UUID, project: str | None) -> None:  # noqa: ARG002
-        """An item's change committed (engine or API): wake its scope here and elsewhere.
+    def item_changed(self, item_id: uuid.UUID, project: str | None) -> None:
+        """An item's change committed (engine or API): it owes a look, here and elsewhere.
 
-        The id is part of the engine's contract; scopes are whole projects.
+        Other replicas look too: if this one dies before its pass, the change is
+        still served.
         """
-        self.board.signal(project)
+        self.board.signal_items(project, (item_id,))
         if self._listener is not None:
             with self._outgoing_lock:
-                self._outgoing.add(project)
+                self._outgoing.setdefault(project, set()).add(item_id)
         self._wake.set()
 
     def signal(self, scope: Scope) -> None:
@@ -204,6 +209,13 @@ class AttentionReconciler:
         return passes
 
     def run_pass(self, scope: Scope) -> None:
+        if self.board.owes_whole_cycle(scope):
+            self._cycle_pass(scope)
+        else:
+            self._items_pass(scope)
+
+    def _cycle_pass(self, scope: Scope) -> None:
+        """The next page of the scope's whole cycle."""
         cycle = self.board.begin(scope)
         entries = []
         try:
@@ -244,6 +256,31 @@ class AttentionReconciler:
             scope, rows=len(rows), row_failures=len(outcome.failed), complete=complete
         )
 
+    def _items_pass(self, scope: Scope) -> None:
+        """A page of the items of the scope that changed."""
+        item_ids = self.board.take_items(scope, self._page_size)
+        try:
+            with self._sessions() as session:
+                if not _claim_scope(session, scope):
+                    session.rollback()
+                    self.board.return_items(scope, item_ids)
+                    self.board.busy(scope)
+                    return
+                if self.before_page is not None:
+                    self.before_page(scope)
+                rows = repository.item_rows(session, item_ids) if item_ids else []
+                outcome = self._write_page(session, sorted(rows, key=lambda row: row.id))
+                session.commit()
+        except Exception as error:
+            logger.warning("attention: pass over %r failed: %s", scope, error)
+            self.board.return_items(scope, item_ids)
+            self.board.pass_failed(scope)
+            return
+        self._audit.write_all(outcome.audit)
+        if outcome.stopped:
+            return  # shutdown: whatever these items owe is found again at startup
+        self.board.items_done(scope, rows=len(rows), failed=outcome.failed)
+
     def _write_page(self, session: Session, rows: list[repository.ItemRow]) -> writer.RowsOutcome:
         queues = [queue for queue in repository.served_queues(session) if queue.enabled]
         if not rows or not queues:
@@ -278,11 +315,15 @@ class AttentionReconciler:
         if not at_once and sent_at is not None and now - sent_at < SIGNAL_INTERVAL_SECONDS:
             return  # they wait for the interval (see _run_forever), coalescing meanwhile
         with self._outgoing_lock:
-            scopes, self._outgoing = self._outgoing, set()
-        if not scopes:
+            changed, self._outgoing = self._outgoing, {}
+        if not changed:
             return
         self._signals_sent_at = now
-        payloads = [f"{self.replica}|{encode_scope(scope)}" for scope in scopes]
+        payloads = [
+            f"{self.replica}|{','.join(item_id.hex for item_id in chunk)}|{encode_scope(scope)}"
+            for scope, item_ids in changed.items()
+            for chunk in _chunks(sorted(item_ids), IDS_PER_SIGNAL)
+        ]
         try:
             with self._sessions() as session:
                 session.execute(
@@ -299,9 +340,22 @@ class AttentionReconciler:
             logger.warning("attention: could not tell other replicas: %s", error)
 
     def _on_notify(self, payload: str) -> None:
-        sender, _, scope = payload.partition("|")
-        if sender != self.replica and scope:
-            self.signal(decode_scope(scope))
+        """`<replica>|<item ids>|<scope>` (items changed), or `<replica>|<scope>` (anything
+        in the scope may have: what replicas of earlier versions send)."""
+        sender, _, rest = payload.partition("|")
+        if sender == self.replica or not rest:
+            return
+        ids, separator, scope = rest.partition("|")
+        if not separator:
+            self.signal(decode_scope(rest))
+            return
+        try:
+            item_ids = [uuid.UUID(hex=text) for text in ids.split(",")]
+        except ValueError:
+            logger.warning("attention: ignoring a malformed signal %r", payload[:200])
+            return
+        self.board.signal_items(decode_scope(scope), item_ids)
+        self._wake.set()
 
     def _on_listener_connected(self) -> None:
         # Signals sent while we were not listening were lost: catch up.
@@ -310,6 +364,10 @@ class AttentionReconciler:
         except Exception as error:
             logger.warning("attention: could not wake all scopes: %s", error)
         self.listening.set()
+
+
+def _chunks(values: Sequence[uuid.UUID], size: int) -> list[Sequence[uuid.UUID]]:
+    return [values[start : start + size] for start in range(0, len(values), size)]
 
 
 def _claim_scope(session: Session, scope: Scope) -> bool:

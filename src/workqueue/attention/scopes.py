@@ -1,11 +1,16 @@
 """Which scopes (projects) owe reconciliation, and when each may run next (pure, in memory).
 
-A scope is woken by a signal; signals to a scope that already waits
-coalesce into a generation bump. A cycle walks the scope's items by id up
-to an upper id fixed when it starts; when its last page is read, the
-generation decides whether a signal arrived meanwhile (another cycle) or
-the scope is reconciled (forgotten: no timer, no SQL). Failing scopes back
-off 1 s → 60 s; signals never shorten that wait.
+A scope owes one of two things. A **whole cycle** (startup, rule changes, a
+listener's reconnection: anything may have changed) walks the scope's items
+by id up to an upper id fixed when it starts; scope-wide signals to a scope
+that already waits coalesce into a generation bump, and when the last page
+is read the generation decides whether one arrived meanwhile (another
+cycle). **Items** (a committed step or request names the item it changed)
+are looked at by id, a page of them per pass, so a busy project costs what
+changed in it rather than all its items. Either way a reconciled scope is
+forgotten (no timer, no SQL). Passes over one scope are a continuation
+(1 s) apart, so a stream of changes is taken a page at a time; failing
+scopes back off 1 s → 60 s, and signals never shorten that wait.
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, field
 from typing import Protocol
 
 Scope = str | None
@@ -42,9 +48,11 @@ class Cycle:
 @dataclass
 class ScopeState:
     due_at: float
-    generation: int = 0
+    generation: int = 0  # bumped by scope-wide signals
     failures: int = 0  # consecutive
     cycle: Cycle | None = None
+    whole: bool = False  # a whole cycle is owed (or runs: `cycle`)
+    items: set[uuid.UUID] = field(default_factory=set)  # owed a look, by id
 
 
 class ScopeBoard:
@@ -66,11 +74,60 @@ class ScopeBoard:
         self._states: dict[Scope, ScopeState] = {}
 
     def signal(self, scope: Scope) -> None:
+        """Anything in the scope may have changed: it owes a whole cycle."""
+        with self._lock:
+            state = self._state(scope)
+            state.generation += 1
+            state.whole = True
+
+    def signal_items(self, scope: Scope, item_ids: Collection[uuid.UUID]) -> None:
+        """These items of the scope changed: each owes a look."""
+        with self._lock:
+            self._state(scope).items.update(item_ids)
+
+    def owes_whole_cycle(self, scope: Scope) -> bool:
+        with self._lock:
+            state = self._states.get(scope)
+            return state is not None and (state.whole or state.cycle is not None)
+
+    def take_items(self, scope: Scope, limit: int) -> list[uuid.UUID]:
+        """Up to `limit` of the items the scope owes a look, in id order, taken off its set:
+        `items_done` or `return_items` settles them."""
         with self._lock:
             state = self._states.get(scope)
             if state is None:
-                state = self._states[scope] = ScopeState(due_at=self._clock.now())
-            state.generation += 1
+                return []
+            taken = sorted(state.items)[:limit]
+            state.items.difference_update(taken)
+            return taken
+
+    def return_items(self, scope: Scope, item_ids: Collection[uuid.UUID]) -> None:
+        """Items taken for a pass that did not look at them: still owed."""
+        with self._lock:
+            state = self._states.get(scope)
+            if state is not None:
+                state.items.update(item_ids)
+
+    def items_done(self, scope: Scope, *, rows: int, failed: Collection[uuid.UUID]) -> bool:
+        """Record a pass over taken items (`failed` are owed again, after a backoff); True
+        when the scope is now reconciled and forgotten."""
+        with self._lock:
+            state = self._states.get(scope)
+            if state is None:
+                return False
+            now = self._clock.now()
+            if failed:
+                state.items.update(failed)
+                state.failures += 1
+                state.due_at = now + self._backoff(state.failures)
+                return False
+            if rows:
+                state.failures = 0  # real progress ends an outage's backoff
+            if not state.items and not state.whole and state.cycle is None:
+                del self._states[scope]
+                return True
+            state.due_at = max(state.due_at, now + self._continuation)
+            return False
 
     def pending(self) -> set[Scope]:
         with self._lock:
@@ -93,11 +150,17 @@ class ScopeBoard:
         return [scope for due_at, scope in sorted(ready, key=lambda pair: pair[0]) if due_at <= now]
 
     def begin(self, scope: Scope) -> Cycle:
-        """The scope's current cycle, starting one at the current generation if none runs."""
+        """The scope's current cycle, starting one at the current generation if none runs.
+
+        A starting cycle reads every item as it is from now on, so the items owed a
+        look so far are covered by it; those signalled later stay owed.
+        """
         with self._lock:
-            state = self._states.setdefault(scope, ScopeState(due_at=self._clock.now()))
+            state = self._state(scope)
             if state.cycle is None:
                 state.cycle = Cycle(started_generation=state.generation)
+                state.whole = True
+                state.items.clear()
             return state.cycle
 
     def busy(self, scope: Scope) -> None:
@@ -133,12 +196,20 @@ class ScopeBoard:
                 state.due_at = now + self._backoff(state.failures)
                 return False
             # Checked after the final read: a signal that came during it is kept.
-            if state.generation != cycle.started_generation:
+            state.whole = state.generation != cycle.started_generation
+            if state.whole or state.items:
                 state.due_at = now + (self._backoff(state.failures) if state.failures else 0.0)
                 state.due_at = max(state.due_at, now + self._continuation)
                 return False
             del self._states[scope]
             return True
+
+    def _state(self, scope: Scope) -> ScopeState:
+        """The scope's state, a new one due now if it owed nothing (the caller holds the lock)."""
+        state = self._states.get(scope)
+        if state is None:
+            state = self._states[scope] = ScopeState(due_at=self._clock.now())
+        return state
 
     def _after(self, scope: Scope, seconds: float) -> None:
         with self._lock:

@@ -112,7 +112,7 @@ def test_pages_with_arrivals_during_the_cycle(sessions):
     with sessions() as session:
         first = [create_mr(session, "big", phase="failed") for _ in range(250)]
         session.commit()
-    attention.item_changed(first[0], "big")
+    attention.signal("big")  # a whole cycle (as after a rule change)
     attention.run_due()  # first page of 100, cycle continues
     assert len(members(sessions, "needs-human")) == 100
     with sessions() as session:
@@ -331,24 +331,28 @@ def test_signals_to_other_replicas_coalesce_within_the_interval_and_none_is_lost
         listener.execute(f"LISTEN {CHANNEL}")
 
         def heard() -> list[str]:
-            return sorted(
-                notify.payload.partition("|")[2]
-                for notify in listener.notifies(timeout=1.0, stop_after=1)
-            )
+            # `<replica>|<item ids>|<scope>`: the scope, with the ids it names.
+            found = []
+            for notify in listener.notifies(timeout=1.0, stop_after=1):
+                replica, ids, scope = notify.payload.split("|")
+                assert replica == sender.replica
+                found.append(f"{scope}:{ids}")
+            return found
 
-        sender.item_changed(uuid.uuid4(), "a")
+        items = {name: uuid.uuid4() for name in "abcd"}
+        sender.item_changed(items["a"], "a")
         sender._send_signals()
-        assert heard() == ["pa"]
-        sender.item_changed(uuid.uuid4(), "b")
-        sender.item_changed(uuid.uuid4(), "c")
+        assert heard() == [f"pa:{items['a'].hex}"]
+        sender.item_changed(items["b"], "b")
+        sender.item_changed(items["c"], "c")
         sender._send_signals()  # within the interval: held back
         assert heard() == []
         clock.advance(SIGNAL_INTERVAL_SECONDS)
         sender._send_signals()
-        assert sorted(heard() + heard()) == ["pb", "pc"]
-        sender.item_changed(uuid.uuid4(), "d")
+        assert sorted(heard() + heard()) == [f"pb:{items['b'].hex}", f"pc:{items['c'].hex}"]
+        sender.item_changed(items["d"], "d")
         sender.stop()  # never started: what the interval held back goes now
-        assert heard() == ["pd"]
+        assert heard() == [f"pd:{items['d'].hex}"]
 
 
 def test_shutdown_waits_for_the_row_in_flight_and_restart_finishes(sessions):
@@ -397,3 +401,92 @@ def test_audit_entries_for_every_change(sessions, rules, caplog):
         "attention_added" in record.getMessage() and str(item) in record.getMessage()
         for record in caplog.records
     )
+
+
+def test_a_changed_item_is_looked_at_alone_not_its_whole_project(sessions):
+    """An item's change costs a look at that item: the project's other items, however
+    many, are not read (they match too, but nothing said they changed)."""
+    clock = FakeClock()
+    attention = reconciler(sessions, clock=clock)
+    attention.apply_rules()
+    drain(attention, clock)
+    with sessions() as session:
+        others = [create_mr(session, "big", phase="failed") for _ in range(250)]
+        changed = create_mr(session, "big", phase="failed")
+        session.commit()
+    read: list[uuid.UUID] = []
+    attention.before_row = read.append
+
+    attention.item_changed(changed, "big")
+    passes = drain(attention, clock)
+
+    assert passes == 1
+    assert members(sessions, "needs-human") == {changed}
+    assert read == [changed]
+    # A whole cycle (a rule change, a reconnection) still finds the rest.
+    attention.wake_all()
+    drain(attention, clock)
+    assert members(sessions, "needs-human") == {changed, *others}
+
+
+def test_items_changed_during_a_whole_cycle_are_looked_at_after_it(sessions):
+    clock = FakeClock()
+    attention = reconciler(sessions, clock=clock)
+    attention.apply_rules()
+    with sessions() as session:
+        items = sorted(create_mr(session, "p") for _ in range(150))
+        session.commit()
+    drain(attention, clock)
+    attention.signal("p")
+    attention.run_due()  # the first page of the cycle: items[:100] read as they were
+    with sessions() as session:
+        set_phase(session, items[0], "failed")  # already read by this cycle
+        session.commit()
+    attention.item_changed(items[0], "p")
+    drain(attention, clock)
+    assert members(sessions, "needs-human") == {items[0]}
+    assert attention.board.pending() == set()
+
+
+def test_a_failing_changed_item_is_retried_with_backoff_and_its_neighbours_go_on(sessions):
+    clock = FakeClock()
+    broken: set[uuid.UUID] = set()
+
+    def before_row(item_id: uuid.UUID) -> None:
+        if item_id in broken:
+            raise RuntimeError("detail reader broke")
+
+    attention = reconciler(sessions, clock=clock, before_row=before_row)
+    attention.apply_rules()
+    with sessions() as session:
+        good, bad = (create_mr(session, "p", phase="failed") for _ in range(2))
+        session.commit()
+    drain(attention, clock)  # startup: both members
+    with sessions() as session:
+        session.execute(sa.text("DELETE FROM attention_memberships"))
+        session.commit()
+    broken.add(bad)
+    attention.item_changed(good, "p")
+    attention.item_changed(bad, "p")
+    attention.run_due()
+    assert members(sessions, "needs-human") == {good}
+    assert attention.board.failures("p") == 1
+    assert attention.board.pending() == {"p"}
+    broken.clear()
+    drain(attention, clock)
+    assert members(sessions, "needs-human") == {good, bad}
+    assert attention.board.pending() == set()
+
+
+def test_a_signal_from_a_replica_of_an_earlier_version_wakes_the_whole_scope(sessions):
+    clock = FakeClock()
+    attention = reconciler(sessions, clock=clock)
+    attention.apply_rules()
+    drain(attention, clock)
+    with sessions() as session:
+        items = {create_mr(session, "p", phase="failed") for _ in range(3)}
+        session.commit()
+    attention._on_notify("elsewhere|pp")  # `<replica>|<scope>`: anything may have changed
+    attention._on_notify("elsewhere|not-an-id|pp")  # malformed: ignored, logged
+    drain(attention, clock)
+    assert members(sessions, "needs-human") == items
