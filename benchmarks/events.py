@@ -15,7 +15,10 @@ which matters on a two-core machine. The service's own CPU per webhook is read
 from `/proc`.
 
 Usage: python benchmarks/events.py [--rates 200,1000] [--seconds 10] [--items 100] [--json]
-       [--profile DIR]
+       [--profile DIR] [--workers 10] [--replicas 1]
+
+With `--replicas N`, N service processes share the database (the load and
+the profile go to the first; executor starts are read from all of them).
 
 With `--profile DIR`, py-spy (next to this Python) samples the service during
 every round and its drain (only the thread holding the GIL) and leaves
@@ -134,11 +137,13 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def start_service(url: URL, gitlab_url: str, workdir: Path) -> tuple[subprocess.Popen[str], str]:
+def start_service(
+    url: URL, gitlab_url: str, workdir: Path, workers: int
+) -> tuple[subprocess.Popen[str], str]:
     """The service in its own process (as deployed), JSON logs on stderr."""
     config = workdir / "config.yml"
     config.write_text(
-        f"processing:\n  workers: 10\nhandled_types:\n  mr:\n    gitlab_url: {gitlab_url}\n",
+        f"processing:\n  workers: {workers}\nhandled_types:\n  mr:\n    gitlab_url: {gitlab_url}\n",
         encoding="utf-8",
     )
     port = free_port()
@@ -176,15 +181,21 @@ def run(
     items: int,
     connections: int,
     profile: Path | None = None,
+    *,
+    workers: int = 10,
+    replicas: int = 1,
 ) -> dict[str, Any]:
     simulator = GitLabSimulator(token=TOKEN).start()
     simulator.create_project(PROJECT, {"version.txt": "0\n"})
     workdir = Path(tempfile.mkdtemp(prefix="workqueue-bench-events-"))
     starts = StartTimes()
     results: dict[str, Any] = {"notify_round_trip": notify_round_trip(url)}
-    process, base = start_service(url, simulator.url, workdir)
-    follower = threading.Thread(target=starts.follow, args=(process.stderr,), daemon=True)
-    follower.start()
+    process, base = start_service(url, simulator.url, workdir, workers)
+    threading.Thread(target=starts.follow, args=(process.stderr,), daemon=True).start()
+    # More replicas share the work through the database; the load goes to the first.
+    others = [start_service(url, simulator.url, workdir, workers)[0] for _ in range(replicas - 1)]
+    for other in others:
+        threading.Thread(target=starts.follow, args=(other.stderr,), daemon=True).start()
     try:
         time.sleep(2.0)  # settled after startup: its idle memory (target P4: ≤ 150 MiB)
         results["rss_idle_mib"] = process_memory_mib(process.pid, "VmRSS")
@@ -223,8 +234,9 @@ def run(
             if profiler is not None:
                 profiler.wait(60)
     finally:
-        process.terminate()
-        process.wait(60)
+        for service in [*others, process]:
+            service.terminate()
+            service.wait(60)
         simulator.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     return results
@@ -398,6 +410,10 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--database-url")
     parser.add_argument("--profile", type=Path, help="py-spy the service in every round")
+    parser.add_argument("--workers", type=int, default=10, help="processing.workers")
+    parser.add_argument(
+        "--replicas", type=int, default=1, help="service processes sharing the database"
+    )
     arguments = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     rates = [int(rate) for rate in arguments.rates.split(",")]
@@ -417,6 +433,8 @@ def main() -> int:
             arguments.items,
             arguments.connections,
             arguments.profile,
+            workers=arguments.workers,
+            replicas=arguments.replicas,
         )
     finally:
         if cluster is not None:
