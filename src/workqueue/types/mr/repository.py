@@ -228,8 +228,11 @@ class HookCriteria:
 # names the `name_hooks` entries equal to `n`; a NULL criterion matches
 # nothing. The project is matched on the item's canonical path
 # (`work_items.project_path`, resolved through GitLab at submission) against
-# the hook's id and `path_with_namespace`, served by the index of items by
-# project path.
+# the hook's id and `path_with_namespace`. The active items of the batch's
+# projects are read once (the partial index of active items by project
+# path) and each criterion is an equality join on them, so a batch costs the
+# projects' active items plus its hooks, not their product (one `OR` of the
+# criteria per hook and item took 17 ms for 100 hooks on a 100-item project).
 _ACTIVE_ITEMS_SQL = """
 WITH hook AS (
     SELECT * FROM unnest(
@@ -241,20 +244,34 @@ WITH hook AS (
 ), name AS (
     SELECT * FROM unnest(CAST(%(name_hooks)s AS int[]), CAST(%(names)s AS text[]))
         AS name(n, project)
+), asked AS (
+    SELECT hook.*, name.project FROM hook JOIN name USING (n)
+), active AS MATERIALIZED (
+    SELECT item.project_path AS project, detail.id, detail.mr_iid, detail.source_branch,
+           detail.head_pipeline_id, detail.mr_sha, detail.target_branch
+    FROM work_items AS item JOIN mr_details AS detail ON detail.id = item.id
+    WHERE item.phase = 'active' AND item.project_path IN (SELECT project FROM name)
+), found AS (
+    SELECT asked.n, active.id FROM asked JOIN active
+        ON active.project = asked.project AND active.mr_iid = asked.mr_iid
+    UNION ALL
+    SELECT asked.n, active.id FROM asked JOIN active
+        ON active.project = asked.project AND active.mr_iid IS NULL
+        AND active.source_branch = asked.branch_without_mr
+    UNION ALL
+    SELECT asked.n, active.id FROM asked JOIN active
+        ON active.project = asked.project AND active.head_pipeline_id = asked.pipeline_id
+    UNION ALL
+    SELECT asked.n, active.id FROM asked JOIN active
+        ON active.project = asked.project AND active.mr_sha = asked.sha
+    UNION ALL
+    SELECT asked.n, active.id FROM asked JOIN active
+        ON active.project = asked.project AND active.target_branch = asked.target_branch
+    UNION ALL
+    SELECT asked.n, active.id FROM asked JOIN active
+        ON active.project = asked.project AND active.source_branch = asked.source_branch
 )
-SELECT DISTINCT hook.n, detail.id
-FROM hook
-JOIN name USING (n)
-JOIN work_items AS item ON item.phase = 'active' AND item.project_path = name.project
-JOIN mr_details AS detail ON detail.id = item.id AND (
-    detail.mr_iid = hook.mr_iid
-    OR (detail.mr_iid IS NULL AND detail.source_branch = hook.branch_without_mr)
-    OR detail.head_pipeline_id = hook.pipeline_id
-    OR detail.mr_sha = hook.sha
-    OR detail.target_branch = hook.target_branch
-    OR detail.source_branch = hook.source_branch
-)
-ORDER BY hook.n, detail.id
+SELECT DISTINCT n, id FROM found ORDER BY n, id
 """
 
 
