@@ -41,6 +41,7 @@ def running_manager(
     handled_types: Collection[str] = ("sample",),
     conninfo: str | None = None,
     audit: AuditLog | None = None,
+    request_lag: Callable[[], float] | None = None,
 ) -> Iterator[ProcessingManager]:
     manager = ProcessingManager(
         sessions=sessions,
@@ -49,6 +50,7 @@ def running_manager(
         handled_types=handled_types,
         audit=audit,
         listen_conninfo=conninfo,
+        request_lag=request_lag,
     )
     manager.start()
     try:

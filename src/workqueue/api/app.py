@@ -32,6 +32,7 @@ from workqueue.api.deps import Gatekeeper, Runtime
 from workqueue.api.docs_pages import mount_api_docs
 from workqueue.api.gatekeeper import build_gatekeeper
 from workqueue.api.limits import DEFAULT_BODY_TIMEOUT_SECONDS, DEFAULT_MAX_BODY_BYTES, BodyReader
+from workqueue.api.loop_lag import LoopLag
 from workqueue.api.metrics import METRICS_CACHE_SECONDS, ServiceMetrics
 from workqueue.api.sqs_consumer import SqsEventConsumer, build_sqs_consumer, sqs_location
 from workqueue.api.strict_json import StrictJSONBodies
@@ -107,6 +108,8 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         sessions = build_sessions(engine)
+        # How late the event loop wakes: workers give way to answers (queue.give_way).
+        loop_lag = LoopLag()
         # Before any processing: every session's emit() must reach the subscribers.
         deliveries = _notification_worker(config, sessions, libpq_conninfo(url), audit)
         # Keeps the attention queues; told by the engine about every committed change.
@@ -127,6 +130,7 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
             listen_conninfo=libpq_conninfo(url),
             observer=observability.engine_observer(service_metrics),
             on_item_committed=attention.item_changed,
+            request_lag=loop_lag,
         )
         app.state.runtime = Runtime(engine, sessions, registry, manager, audit, gate)
         consumer = build_sqs_consumer(
@@ -136,6 +140,7 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
             on_stored=manager.intake.stored_here,  # its NOTIFY wakes the resolver
             metrics=service_metrics,
         )
+        loop_lag.start()
         manager.start()
         attention.start()
         if consumer is not None:
@@ -144,6 +149,7 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
         try:
             yield
         finally:
+            await loop_lag.stop()
             # Each part is stopped even when an earlier one fails: a stop
             # that raised must not leave threads and connections behind.
             stops: tuple[Callable[[], None], ...] = (

@@ -37,6 +37,7 @@ from workqueue.queue.dispatch_plan import (
     plan_dispatch,
     step_batch_size,
 )
+from workqueue.queue.give_way import give_way
 from workqueue.queue.intake_loop import IntakeResolver
 from workqueue.queue.item_loop import ItemCommitted, ItemLoop
 from workqueue.queue.listener import WakeListener
@@ -136,7 +137,10 @@ class ProcessingManager:
         listen_conninfo: str | None = None,
         observer: EngineObserver | None = None,
         on_item_committed: ItemCommitted | None = None,
+        request_lag: Callable[[], float] | None = None,
     ) -> None:
+        """`request_lag`: how far behind the process's request path is, in seconds
+        (`queue.give_way`); None when nothing serves requests here."""
         unknown = set(handled_types) - registry.item_types
         if unknown:
             raise ValueError(f"handled_types names unregistered item types: {sorted(unknown)}")
@@ -154,6 +158,7 @@ class ProcessingManager:
             on_committed=on_item_committed,
         )
         self._on_item_committed = on_item_committed
+        self._request_lag = request_lag
         self._min_capacity = config.workers + max(config.workers, MIN_PREFETCH)
         self._capacity = self._min_capacity
         # Refill the prefetch queue in batches rather than one claim per finished item.
@@ -434,6 +439,8 @@ class ProcessingManager:
         """A worker's task: step batches of queued claims until none is left."""
         try:
             while batch := self._take_batch():
+                # Under more work than the process can do, the answers go first.
+                give_way(self._request_lag, self._stopping.is_set)
                 self._run_batch(batch)
         except BaseException:
             with self._lock:
