@@ -109,7 +109,7 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         sessions = build_sessions(engine)
         # How late the event loop wakes: workers give way to answers (queue.give_way).
-        loop_lag = LoopLag()
+        loop_lag = LoopLag(in_flight=lambda: getattr(app, "requests_in_flight", 0))
         # Before any processing: every session's emit() must reach the subscribers.
         deliveries = _notification_worker(config, sessions, libpq_conninfo(url), audit)
         # Keeps the attention queues; told by the engine about every committed change.
@@ -240,19 +240,24 @@ class ServiceApp(FastAPI):
 
     _webhook_stack: ASGIApp | None = None
     _webhook_checked = False
+    # HTTP requests being served (read by `LoopLag`; changed on the event loop only).
+    requests_in_flight = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            scope["type"] == "http"
-            and scope["path"] == webhooks.WEBHOOK_PATH
-            and scope["method"] == "POST"
-        ):
-            entry = self._webhook_stack if self._webhook_checked else self._webhook_entry()
-            if entry is not None:
-                scope["app"] = self  # what Starlette sets; the layers read app.state
-                await entry(scope, receive, send)
-                return
-        await super().__call__(scope, receive, send)
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        self.requests_in_flight += 1
+        try:
+            if scope["path"] == webhooks.WEBHOOK_PATH and scope["method"] == "POST":
+                entry = self._webhook_stack if self._webhook_checked else self._webhook_entry()
+                if entry is not None:
+                    scope["app"] = self  # what Starlette sets; the layers read app.state
+                    await entry(scope, receive, send)
+                    return
+            await super().__call__(scope, receive, send)
+        finally:
+            self.requests_in_flight -= 1
 
     def _webhook_entry(self) -> ASGIApp | None:
         """The webhook's stack: a server-error handler around the request metrics, or None."""

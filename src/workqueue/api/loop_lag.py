@@ -1,25 +1,30 @@
-"""How late the event loop wakes: the request path's share of the interpreter.
+"""How late the event loop wakes while it has requests to answer.
 
 A task sleeps for a short tick and records how much later than asked it
-woke. The figure is read from worker threads (`queue.give_way`), so it is a
-plain float, written by the loop only.
+woke. With no request in flight the lag is reported as none: busy workers
+always delay an idle loop by a switch interval, and nobody waits for it then.
+The figure is read from worker threads (`queue.give_way`), so it is a plain
+float, written by the loop only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 
 TICK_SECONDS = 0.01
 
 
 class LoopLag:
-    def __init__(self) -> None:
+    def __init__(self, in_flight: Callable[[], int] = lambda: 1) -> None:
+        """`in_flight`: how many requests the loop is serving now."""
         self.seconds = 0.0
+        self._in_flight = in_flight
         self._task: asyncio.Task[None] | None = None
 
     def __call__(self) -> float:
-        return self.seconds
+        return self.seconds if self._in_flight() > 0 else 0.0
 
     def start(self) -> None:
         """From the running loop (the lifespan)."""

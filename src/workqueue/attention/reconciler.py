@@ -45,8 +45,8 @@ PAGE_SIZE = 100
 # commits a step every few milliseconds, and each NOTIFY is a transaction,
 # while a replica's passes over one scope are a second apart anyway.
 SIGNAL_INTERVAL_SECONDS = 0.2
-# Item ids per NOTIFY payload (33 characters each; PostgreSQL's limit is 8000 bytes).
-IDS_PER_SIGNAL = 200
+# A NOTIFY payload must be shorter than 8000 bytes; item ids take 33 each.
+SIGNAL_PAYLOAD_BYTES = 7900
 # Scope claims use the two-key advisory lock space, apart from the engine's
 # one-key item locks; the first key says "attention scope".
 _SCOPE_LOCK_CLASS = 0x4154
@@ -320,9 +320,9 @@ class AttentionReconciler:
             return
         self._signals_sent_at = now
         payloads = [
-            f"{self.replica}|{','.join(item_id.hex for item_id in chunk)}|{encode_scope(scope)}"
+            payload
             for scope, item_ids in changed.items()
-            for chunk in _chunks(sorted(item_ids), IDS_PER_SIGNAL)
+            for payload in self._payloads(scope, sorted(item_ids))
         ]
         try:
             with self._sessions() as session:
@@ -338,6 +338,24 @@ class AttentionReconciler:
             # The scope is served here anyway; other replicas catch up on their
             # listener's next (re)connection.
             logger.warning("attention: could not tell other replicas: %s", error)
+
+    def _payloads(self, scope: Scope, item_ids: Sequence[uuid.UUID]) -> list[str]:
+        """`<replica>|<ids>|<scope>` payloads naming `item_ids`, each under the size limit.
+
+        A scope too long to leave room for one id (a project path of thousands of
+        bytes) is not sent: the other replicas learn of it at their next
+        reconnection, and this replica serves it meanwhile.
+        """
+        suffix = f"|{encode_scope(scope)}"
+        room = SIGNAL_PAYLOAD_BYTES - len(self.replica) - 1 - len(suffix.encode())
+        per_payload = (room + 1) // 33  # 32 hex digits and a comma each, but the last
+        if per_payload < 1:
+            logger.warning("attention: a project path too long to signal: %r…", suffix[:80])
+            return []
+        return [
+            f"{self.replica}|{','.join(item_id.hex for item_id in chunk)}{suffix}"
+            for chunk in _chunks(item_ids, per_payload)
+        ]
 
     def _on_notify(self, payload: str) -> None:
         """`<replica>|<item ids>|<scope>` (items changed), or `<replica>|<scope>` (anything

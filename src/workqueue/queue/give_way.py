@@ -5,7 +5,8 @@ and the GIL is theirs to share. Under more events than the process can step,
 the workers would take the interpreter from the event loop and webhook
 answers would wait seconds (GitLab gives up on a hook after 10 s, and
 disables hooks that keep failing). The service measures how late its event
-loop wakes (`api.loop_lag`); while that lag is over a threshold, a worker
+loop wakes while requests are in flight (`api.loop_lag`: no request, no lag
+to give way to); while that lag is over a threshold, a worker
 about to start a batch sleeps first, up to a bound per batch, so processing
 slows but never stops. Events wait meanwhile and coalesce: fewer, larger
 steps, which is what an overloaded process needs.
@@ -16,8 +17,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-# Lag of the event loop (seconds) above which workers wait before a batch.
-LAG_THRESHOLD_SECONDS = 0.005
+# Lag of the event loop (seconds) above which workers wait before a batch: twice
+# the interpreter's switch interval (5 ms), which a loop waits anyway whenever a
+# worker holds the interpreter.
+LAG_THRESHOLD_SECONDS = 0.01
 # One wait, and the most a worker waits before one batch.
 WAIT_SECONDS = 0.01
 MAX_WAIT_PER_BATCH_SECONDS = 0.5

@@ -208,6 +208,13 @@ SELECT work_item_id, pg_notify('{WAKE_CHANNEL}', item_type || ':' || work_item_i
 """
 
 
+# Body characters per statement of `insert_pending_events`. A hook's body is
+# stored once per item it concerns, and PostgreSQL refuses a message over
+# 1 GB (closing the connection): a batch of large hooks that each concern many
+# items must not become one statement, nor one string that size in memory.
+PENDING_EVENT_BODIES_PER_STATEMENT = 8 * 1024 * 1024
+
+
 @dataclass(frozen=True, slots=True)
 class NewPendingEvent:
     """One event to store for one item; `body_json` is JSONB-safe JSON text."""
@@ -220,25 +227,42 @@ class NewPendingEvent:
 
 
 def insert_pending_events(session: Session, events: Sequence[NewPendingEvent]) -> set[uuid.UUID]:
-    """`insert_pending_event` for many events in two statements; returns the items that
-    got a new event.
+    """`insert_pending_event` for many events; returns the items that got a new event.
 
-    Takes every item's advisory lock first, in the order of `events` (callers sort
-    by `advisory_lock_key`, stably, so concurrent callers cannot deadlock), then
-    stores them all in one statement.
+    Takes every item's advisory lock first, in one statement and in the order of
+    `events` (callers sort by `advisory_lock_key`, stably, so concurrent callers
+    cannot deadlock), then stores them in order, in one statement per
+    `PENDING_EVENT_BODIES_PER_STATEMENT` characters of bodies.
     """
     if not events:
         return set()
     lock_items(session, list(dict.fromkeys(event.item_id for event in events)))
-    params = {
-        "item_ids": pg_arrays.uuids(event.item_id for event in events),
-        "item_types": pg_arrays.texts(event.item_type for event in events),
-        "event_types": pg_arrays.texts(event.event_type for event in events),
-        "bodies": pg_arrays.texts(event.body_json for event in events),
-        "dedupe_keys": pg_arrays.texts(event.dedupe_key for event in events),
-    }
-    rows = driver_connection(session).execute(_INSERT_PENDING_EVENTS_SQL, params).fetchall()
-    return {row[0] for row in rows}
+    stored: set[uuid.UUID] = set()
+    for chunk in _by_body_size(events, PENDING_EVENT_BODIES_PER_STATEMENT):
+        params = {
+            "item_ids": pg_arrays.uuids(event.item_id for event in chunk),
+            "item_types": pg_arrays.texts(event.item_type for event in chunk),
+            "event_types": pg_arrays.texts(event.event_type for event in chunk),
+            "bodies": pg_arrays.texts(event.body_json for event in chunk),
+            "dedupe_keys": pg_arrays.texts(event.dedupe_key for event in chunk),
+        }
+        rows = driver_connection(session).execute(_INSERT_PENDING_EVENTS_SQL, params)
+        stored.update(row[0] for row in rows)
+    return stored
+
+
+def _by_body_size(events: Sequence[NewPendingEvent], limit: int) -> list[Sequence[NewPendingEvent]]:
+    """`events` in order, cut so that each part's bodies come to at most `limit`
+    characters (a single larger body goes alone)."""
+    parts: list[Sequence[NewPendingEvent]] = []
+    start, size = 0, 0
+    for index, event in enumerate(events):
+        if index > start and size + len(event.body_json) > limit:
+            parts.append(events[start:index])
+            start, size = index, 0
+        size += len(event.body_json)
+    parts.append(events[start:])
+    return parts
 
 
 # -- reading one item's state -------------------------------------------------

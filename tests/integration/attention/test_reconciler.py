@@ -490,3 +490,31 @@ def test_a_signal_from_a_replica_of_an_earlier_version_wakes_the_whole_scope(ses
     attention._on_notify("elsewhere|not-an-id|pp")  # malformed: ignored, logged
     drain(attention, clock)
     assert members(sessions, "needs-human") == items
+
+
+def test_signals_for_long_project_paths_and_many_items_fit_notify_and_lose_nothing(
+    sessions, conninfo
+):
+    """Payloads are cut by bytes (PostgreSQL refuses one of 8000 or more, and one refused
+    payload would fail the statement sending them all): a 1,419-character path with 500
+    changed items and a short project's one item all reach the other replicas."""
+    long_scope = "/".join(f"group-{n:02d}-" + "x" * 62 for n in range(20))
+    sender = reconciler(sessions, listen_conninfo=conninfo, clock=FakeClock())
+    short_item = uuid.uuid4()
+    long_items = {uuid.uuid4() for _ in range(500)}
+    with psycopg.connect(conninfo, autocommit=True) as listener:
+        listener.execute(f"LISTEN {CHANNEL}")
+        sender.item_changed(short_item, "acme/short")
+        for item in long_items:
+            sender.item_changed(item, long_scope)
+        sender._send_signals(at_once=True)
+        heard = [n.payload for n in listener.notifies(timeout=1.0, stop_after=50)]
+    by_scope: dict[str, set[str]] = {}
+    for payload in heard:
+        assert len(payload.encode()) < 8000
+        _replica, ids, scope = payload.split("|")
+        by_scope.setdefault(scope, set()).update(ids.split(","))
+    assert by_scope == {
+        "pacme/short": {short_item.hex},
+        f"p{long_scope}": {item.hex for item in long_items},
+    }

@@ -209,3 +209,46 @@ def test_many_events_in_one_statement_keep_order_dedupe_and_wake_each_idle_item_
     assert [body["n"] for item_id, body in rows if item_id == other] == [0]
     assert [body["n"] for item_id, body in rows if item_id == running] == [6]
     assert actionable == {idle, running}
+
+
+def test_many_events_with_large_bodies_are_stored_in_parts_in_order(sessions, monkeypatch):
+    """Bodies are sent at most `PENDING_EVENT_BODIES_PER_STATEMENT` characters per
+    statement (a batch of large hooks that each concern many items once became one
+    message over PostgreSQL's 1 GB limit, which closes the connection, and the intake
+    retried that batch forever): every event is stored, each item's in order."""
+    monkeypatch.setattr(repository, "PENDING_EVENT_BODIES_PER_STATEMENT", 250)
+    with sessions() as session:
+        items = sorted(
+            (create_item(session, [], notify=False) for _ in range(3)),
+            key=repository.advisory_lock_key,
+        )
+        session.execute(sa.text("UPDATE work_items SET actionable = false"))
+        session.commit()
+    pad = "x" * 90
+    batch = [
+        repository.NewPendingEvent(item_id, "sample", "poke", f'{{"n": {n}, "pad": "{pad}"}}', None)
+        for item_id in items
+        for n in range(5)
+    ]
+    statements = []
+    real_execute = psycopg.Connection.execute
+
+    def counted(connection, query, *args, **kwargs):
+        statements.append(query)
+        return real_execute(connection, query, *args, **kwargs)
+
+    with sessions() as session:
+        session.connection()
+        monkeypatch.setattr(psycopg.Connection, "execute", counted)
+        stored = repository.insert_pending_events(session, batch)
+        monkeypatch.undo()
+        session.commit()
+
+    assert stored == set(items)
+    assert len(statements) == 1 + 15 // 2 + 1  # the locks, then two bodies per part (one left)
+    with sessions() as session:
+        rows = session.execute(
+            sa.text("SELECT work_item_id, body FROM pending_events ORDER BY id")
+        ).all()
+    for item_id in items:
+        assert [body["n"] for owner, body in rows if owner == item_id] == list(range(5))
