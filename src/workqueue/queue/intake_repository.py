@@ -106,7 +106,7 @@ def store_many(session: Session, deliveries: Sequence[NewDelivery]) -> set[int]:
     # expression in Python, which for a batch of webhook bodies (kilobytes each)
     # was a seventh of the service's interpreter time at 200 webhooks/s.
     params = {
-        "ordinals": "{" + ",".join(map(str, range(len(deliveries)))) + "}",
+        "ordinals": pg_arrays.integers(range(len(deliveries))),
         "keys": pg_arrays.texts(delivery.delivery_key for delivery in deliveries),
         "sources": pg_arrays.texts(delivery.source for delivery in deliveries),
         "event_types": pg_arrays.texts(delivery.event_type for delivery in deliveries),

@@ -32,6 +32,11 @@ def booleans(values: Iterable[bool]) -> str:
     return "{" + ",".join("t" if value else "f" for value in values) + "}"
 
 
+def integers(values: Iterable[int | None]) -> str:
+    """`int[]` / `bigint[]`: decimal digits, no quoting needed."""
+    return "{" + ",".join("NULL" if value is None else str(value) for value in values) + "}"
+
+
 def texts(values: Iterable[str | None]) -> str:
     """`text[]`: every element double-quoted, with `"` and `\\` escaped."""
     return "{" + ",".join("NULL" if value is None else _quoted(value) for value in values) + "}"

@@ -4,7 +4,7 @@ and which active items a GitLab hook concerns (DDR-32)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TypedDict, Unpack
 
@@ -275,31 +275,6 @@ SELECT DISTINCT n, id FROM found ORDER BY n, id
 """
 
 
-def active_items_for_hook(
-    session: Session,
-    projects: Sequence[str],
-    *,
-    mr_iid: int | None = None,
-    branch_without_mr: str | None = None,
-    pipeline_id: int | None = None,
-    sha: str | None = None,
-    target_branch: str | None = None,
-    source_branch: str | None = None,
-) -> list[uuid.UUID]:
-    """Active MR items of one of `projects` (the hook's names for its project) meeting
-    any criterion given; no project or no criterion: no items."""
-    criteria = HookCriteria(
-        tuple(projects),
-        mr_iid=mr_iid,
-        branch_without_mr=branch_without_mr,
-        pipeline_id=pipeline_id,
-        sha=sha,
-        target_branch=target_branch,
-        source_branch=source_branch,
-    )
-    return active_items_for_hooks(session, [criteria])[0]
-
-
 def active_items_for_hooks(
     session: Session, hooks: Sequence[HookCriteria | None]
 ) -> list[list[uuid.UUID]]:
@@ -313,18 +288,15 @@ def active_items_for_hooks(
     if not asked:
         return found
 
-    def column(values: Iterable[int | None]) -> str:
-        return "{" + ",".join("NULL" if value is None else str(value) for value in values) + "}"
-
     params = {
-        "hooks": column(n for n, _ in asked),
-        "mr_iids": column(criteria.mr_iid for _, criteria in asked),
+        "hooks": pg_arrays.integers(n for n, _ in asked),
+        "mr_iids": pg_arrays.integers(criteria.mr_iid for _, criteria in asked),
         "branches_without_mr": pg_arrays.texts(c.branch_without_mr for _, c in asked),
-        "pipeline_ids": column(criteria.pipeline_id for _, criteria in asked),
+        "pipeline_ids": pg_arrays.integers(criteria.pipeline_id for _, criteria in asked),
         "shas": pg_arrays.texts(criteria.sha for _, criteria in asked),
         "target_branches": pg_arrays.texts(criteria.target_branch for _, criteria in asked),
         "source_branches": pg_arrays.texts(criteria.source_branch for _, criteria in asked),
-        "name_hooks": column(n for n, criteria in asked for _ in criteria.projects),
+        "name_hooks": pg_arrays.integers(n for n, criteria in asked for _ in criteria.projects),
         "names": pg_arrays.texts(name for _, criteria in asked for name in criteria.projects),
     }
     # Straight to the driver: it runs for every batch of deliveries the intake
