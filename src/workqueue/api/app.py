@@ -31,6 +31,7 @@ from workqueue.api.authentication import API_PREFIX, AuthenticateFirst
 from workqueue.api.deps import Gatekeeper, Runtime
 from workqueue.api.docs_pages import mount_api_docs
 from workqueue.api.gatekeeper import build_gatekeeper
+from workqueue.api.intake_batcher import IntakeBatcher
 from workqueue.api.limits import DEFAULT_BODY_TIMEOUT_SECONDS, DEFAULT_MAX_BODY_BYTES, BodyReader
 from workqueue.api.loop_lag import LoopLag
 from workqueue.api.metrics import METRICS_CACHE_SECONDS, ServiceMetrics
@@ -62,6 +63,12 @@ logger = logging.getLogger(__name__)
 EXTRA_CONNECTIONS = 8
 # Routes under /api/ that authenticate on their own (see api/authentication.py).
 AUTHENTICATES_ITSELF = frozenset({("POST", webhooks.WEBHOOK_PATH), ("GET", "/api/work-items/me")})
+
+
+def _answers_behind(loop_lag: LoopLag, batcher: IntakeBatcher) -> Callable[[], float]:
+    """How far behind the answers are, for the workers to give way to (queue.give_way):
+    the event loop wakes late, or webhook deliveries wait for their commit."""
+    return lambda: max(loop_lag(), batcher.behind())
 
 
 def create_app(  # noqa: PLR0915 - the one place everything is wired
@@ -130,7 +137,7 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
             listen_conninfo=libpq_conninfo(url),
             observer=observability.engine_observer(service_metrics),
             on_item_committed=attention.item_changed,
-            request_lag=loop_lag,
+            request_lag=_answers_behind(loop_lag, webhooks.intake_batcher(app, sessions)),
         )
         app.state.runtime = Runtime(engine, sessions, registry, manager, audit, gate)
         consumer = build_sqs_consumer(

@@ -12,6 +12,13 @@ A batch that fails for a reason other than an unavailable database is stored
 again one delivery per transaction, so one bad delivery fails only its own
 request.
 
+`behind()` tells the processing workers how long deliveries have been
+waiting for their commit beyond what one unhurried transaction takes. The
+transactions run on threads that share the interpreter with the workers, so
+under more events than the process can step, a busy event loop is not the
+only way answers fall behind: the batcher's threads wait for the interpreter
+too, and a slow commit holds back every request behind it.
+
 The transactions run on the batcher's own `MAX_IN_FLIGHT` threads
 (`loop.run_in_executor`, in the context of the request that started the
 drain, as `anyio.to_thread` would): anyio's hop to its shared pool cost
@@ -23,6 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import itertools
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -36,8 +45,13 @@ from workqueue.queue.intake_repository import NewDelivery
 
 MAX_BATCH = 200
 MAX_IN_FLIGHT = 2
+# What storing a delivery may take before the request path counts as behind
+# (`behind()`): a transaction and its commit's WAL flush, with room for a
+# slow disk. A webhook answer's whole budget is 50 ms at p99.
+STORE_ALLOWANCE_SECONDS = 0.02
 
-_Waiting = tuple[NewDelivery, "asyncio.Future[IngestStatus]"]
+# A delivery, the future its request awaits, and when it arrived (monotonic).
+_Waiting = tuple[NewDelivery, "asyncio.Future[IngestStatus]", float]
 
 
 class IntakeBatcher:
@@ -47,29 +61,55 @@ class IntakeBatcher:
         self._sessions = sessions
         self._waiting: list[_Waiting] = []
         self._in_flight = 0
+        # When the oldest delivery of each transaction in flight arrived.
+        self._batch_numbers = itertools.count()
+        self._batches_arrived: dict[int, float] = {}
+        # When the oldest delivery not yet answered arrived, None when there is none.
+        # Written on the event loop only; read from worker threads (a plain float).
+        self._oldest_arrival: float | None = None
         # Threads start on first use and end with the batcher (or the process).
         self._threads = ThreadPoolExecutor(MAX_IN_FLIGHT, thread_name_prefix="webhook-intake")
 
     async def store(self, delivery: NewDelivery) -> IngestStatus:
         """Store `delivery` (committed when this returns): "accepted" or "duplicate"."""
         answer: asyncio.Future[IngestStatus] = asyncio.get_running_loop().create_future()
-        self._waiting.append((delivery, answer))
+        arrived = time.monotonic()
+        self._waiting.append((delivery, answer, arrived))
+        if self._oldest_arrival is None:
+            self._oldest_arrival = arrived
         if self._in_flight < MAX_IN_FLIGHT:
             self._in_flight += 1
             asyncio.get_running_loop().create_task(self._drain())
         return await answer
+
+    def behind(self) -> float:
+        """Seconds the oldest delivery waiting for its commit has waited beyond
+        `STORE_ALLOWANCE_SECONDS`; 0 when none has. Safe to call from any thread."""
+        oldest = self._oldest_arrival
+        if oldest is None:
+            return 0.0
+        return max(time.monotonic() - oldest - STORE_ALLOWANCE_SECONDS, 0.0)
 
     async def _drain(self) -> None:
         try:
             while self._waiting:
                 batch = self._waiting[:MAX_BATCH]
                 del self._waiting[:MAX_BATCH]
-                await self._store(batch)
+                number = next(self._batch_numbers)
+                self._batches_arrived[number] = batch[0][2]  # the list is in arrival order
+                try:
+                    await self._store(batch)
+                finally:
+                    del self._batches_arrived[number]
+                    waiting = [arrived for *_, arrived in self._waiting[:1]]
+                    self._oldest_arrival = min(
+                        [*self._batches_arrived.values(), *waiting], default=None
+                    )
         finally:
             self._in_flight -= 1
 
     async def _store(self, batch: list[_Waiting]) -> None:
-        deliveries = [delivery for delivery, _ in batch]
+        deliveries = [delivery for delivery, _, _ in batch]
         try:
             context = contextvars.copy_context()  # e.g. the request's trace, for the SQL spans
             statuses = await asyncio.get_running_loop().run_in_executor(
@@ -77,13 +117,13 @@ class IntakeBatcher:
             )
         except Exception as error:
             if len(batch) == 1 or is_database_unavailable(error):
-                for _, answer in batch:
+                for _, answer, _ in batch:
                     _settle(answer, error=error)
                 return
             for one in batch:  # find the delivery that fails; the others are stored
                 await self._store([one])
             return
-        for (_, answer), status in zip(batch, statuses, strict=True):
+        for (_, answer, _), status in zip(batch, statuses, strict=True):
             _settle(answer, status=status)
 
     def _write(self, deliveries: Sequence[NewDelivery]) -> list[IngestStatus]:

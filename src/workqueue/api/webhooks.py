@@ -42,6 +42,7 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException, Request, Response
 from pydantic import BaseModel
+from sqlalchemy.orm import Session, sessionmaker
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -216,7 +217,7 @@ async def _receive(
         raw_body=raw,
     )
     try:
-        status = await _intake_batcher(app, runtime).store(delivery)
+        status = await intake_batcher(app, runtime.sessions).store(delivery)
     except Exception as error:
         if is_database_unavailable(error):
             logger.warning("webhook not stored, database unavailable: %s", error)
@@ -242,13 +243,13 @@ def _json_object(raw: bytes) -> dict[str, Any]:
     return body
 
 
-def _intake_batcher(app: Any, runtime: Runtime) -> IntakeBatcher:
+def intake_batcher(app: Any, sessions: sessionmaker[Session]) -> IntakeBatcher:
     """The application's batcher: concurrent deliveries share one transaction, and at
     most `MAX_IN_FLIGHT` are open, so a burst of webhooks takes neither the
     connections the processing workers need nor a thread each."""
     batcher = getattr(app.state, _BATCHER_KEY, None)
     if not isinstance(batcher, IntakeBatcher):
-        batcher = IntakeBatcher(runtime.sessions)
+        batcher = IntakeBatcher(sessions)
         setattr(app.state, _BATCHER_KEY, batcher)
     return batcher
 

@@ -37,7 +37,7 @@ from workqueue.queue.dispatch_plan import (
     plan_dispatch,
     step_batch_size,
 )
-from workqueue.queue.give_way import give_way
+from workqueue.queue.give_way import GiveWay
 from workqueue.queue.intake_loop import IntakeResolver
 from workqueue.queue.item_loop import ItemCommitted, ItemLoop
 from workqueue.queue.listener import WakeListener
@@ -158,7 +158,7 @@ class ProcessingManager:
             on_committed=on_item_committed,
         )
         self._on_item_committed = on_item_committed
-        self._request_lag = request_lag
+        self._give_way = None if request_lag is None else GiveWay(request_lag)
         self._min_capacity = config.workers + max(config.workers, MIN_PREFETCH)
         self._capacity = self._min_capacity
         # Refill the prefetch queue in batches rather than one claim per finished item.
@@ -440,7 +440,8 @@ class ProcessingManager:
         try:
             while batch := self._take_batch():
                 # Under more work than the process can do, the answers go first.
-                give_way(self._request_lag, self._stopping.is_set)
+                if self._give_way is not None:
+                    self._give_way.wait(self._stopping.is_set)
                 self._run_batch(batch)
         except BaseException:
             with self._lock:
