@@ -131,6 +131,37 @@ def notify_round_trip(url: URL, samples: int = 500) -> dict[str, float]:
     return {"p50_ms": round(percentile(times, 0.5), 3), "p99_ms": round(percentile(times, 0.99), 3)}
 
 
+def durable_commits(url: URL, rate: int, seconds: float) -> dict[str, float]:
+    """The storage's floor under a webhook answer: one durable commit per delivery.
+
+    A 2 KiB row inserted and committed (fsync and synchronous commit on, as the
+    service runs) `rate` times a second for `seconds`, open loop, on one
+    connection, with the service idle. The path to an executor start commits
+    at least three times in a row (the delivery, its resolution, the claim):
+    `three_in_a_row_p99_ms` is the p99 of the sums of consecutive triples.
+    """
+    conninfo = libpq_conninfo(url)
+    times: list[float] = []
+    with psycopg.connect(conninfo, autocommit=True) as connection:
+        # A regular table: a temporary one writes no WAL, so its commits wait for no flush.
+        connection.execute("CREATE TABLE IF NOT EXISTS bench_commit (body text)")
+        body = "x" * 2048
+        began = time.perf_counter()
+        for n in range(max(1, int(rate * seconds))):
+            time.sleep(max(0.0, began + n / rate - time.perf_counter()))
+            started = time.perf_counter()
+            connection.execute("INSERT INTO bench_commit VALUES (%s)", (body,))
+            times.append((time.perf_counter() - started) * 1000)
+        connection.execute("DROP TABLE bench_commit")
+    triples = [sum(times[n : n + 3]) for n in range(len(times) - 2)] or times
+    return {
+        "p50_ms": round(percentile(times, 0.5), 2),
+        "p99_ms": round(percentile(times, 0.99), 2),
+        "max_ms": round(max(times), 2),
+        "three_in_a_row_p99_ms": round(percentile(triples, 0.99), 2),
+    }
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -228,9 +259,11 @@ def run(
             profiler = None
             if profile is not None:
                 profiler = start_profiler(process.pid, profile / f"{profile_name}.txt", seconds + 3)
+            floor = durable_commits(url, rate, min(seconds, 5.0))
             results[name] = measure(
                 base, process.pid, round_ids, round_hooks, rate, seconds, starts, connections
             )
+            results[name]["durable_commit"] = floor
             if profiler is not None:
                 profiler.wait(60)
     finally:
