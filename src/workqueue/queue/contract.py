@@ -55,6 +55,7 @@ __all__ = [
     "RetryHook",
     "WorkItem",
     "dimension_audit_entry",
+    "dimension_changes",
 ]
 
 
@@ -114,7 +115,8 @@ class ExecutionContext:
         dimensions it read plus these."""
         update = DimensionUpdate(dimension, status, variant, pending_until)
         before = self.dimensions.with_updates(self.dimension_updates).state_of(dimension, variant)
-        self.audit_entries.append(dimension_audit_entry(self.item, update, before))
+        if dimension_changes(update, before):
+            self.audit_entries.append(dimension_audit_entry(self.item, update, before))
         self.dimension_updates.append(update)
 
     def defer(self, dimension: str, delay: timedelta, *, variant: str = "") -> None:
@@ -173,6 +175,13 @@ class EventContext:
     event_type: str
     body: Mapping[str, Any]
     received_at: datetime
+
+
+def dimension_changes(update: DimensionUpdate, before: Mapping[str, Any] | None) -> bool:
+    """Whether `update` changes the row `before` (`Dimensions.state_of`). Setting a
+    row to what it holds is no change and leaves no `dimension_change` entry: an
+    item stepped for five pipeline events would otherwise show five."""
+    return before != {"status": str(update.status), "pending_until": update.pending_until}
 
 
 def dimension_audit_entry(

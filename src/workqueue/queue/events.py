@@ -17,7 +17,12 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from workqueue.queue.audit import AuditEntry
-from workqueue.queue.contract import EventContext, EventResult, dimension_audit_entry
+from workqueue.queue.contract import (
+    EventContext,
+    EventResult,
+    dimension_audit_entry,
+    dimension_changes,
+)
 from workqueue.queue.dimensions import Dimensions, DimensionUpdate
 from workqueue.queue.models import Phase, WorkItem
 from workqueue.queue.registry import ItemTypeRegistration
@@ -126,7 +131,8 @@ def _apply(
     # writes them with the rest of the step.
     for update in result.dimensions:
         before = dimensions.state_of(update.dimension, update.variant)
-        entries.append(dimension_audit_entry(item, update, before))
+        if dimension_changes(update, before):
+            entries.append(dimension_audit_entry(item, update, before))
         dimensions = dimensions.with_updates([update])
     entries.append(
         AuditEntry(

@@ -252,3 +252,30 @@ def test_many_events_with_large_bodies_are_stored_in_parts_in_order(sessions, mo
         ).all()
     for item_id in items:
         assert [body["n"] for owner, body in rows if owner == item_id] == list(range(5))
+
+
+def test_events_setting_a_dimension_to_what_it_holds_leave_no_dimension_change(sessions):
+    """Two pipeline-like events in one step both ask for step "x": the second changes
+    nothing and is not audited as a change (it was: one entry per event)."""
+    audit = RecordingAudit()
+    behaviour = Behaviour()
+    with running_manager(sessions, build_registry(behaviour), audit=audit) as manager:
+        item_id = _idle_item(sessions, manager)
+        assert _insert_event(sessions, item_id, {"steps": ["x"]})
+        assert _insert_event(sessions, item_id, {"steps": ["x"]})
+        manager.notify(item_id)
+        wait_until(lambda: behaviour.calls[(item_id, "x")] == 1, what="the step")
+        wait_until(lambda: settled(sessions), what="settle")
+    changes = [
+        (entry.before, entry.after["status"])
+        for entry in audit.entries
+        if entry.event_type == "dimension_change"
+        and entry.work_item_id == item_id
+        and (entry.after["dimension"], entry.after["variant"]) == ("needs_step", "x")
+    ]
+    applied = [
+        e for e in audit.entries if e.event_type == "event_applied" and e.work_item_id == item_id
+    ]
+    assert len(applied) == 2
+    assert changes == [(None, "true"), ({"status": "true", "pending_until": None}, "false")]
+    assert behaviour.calls[(item_id, "x")] == 1
