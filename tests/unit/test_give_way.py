@@ -103,28 +103,32 @@ def test_stopping_ends_the_wait():
     assert clock.slept == [WAIT_SECONDS, WAIT_SECONDS]
 
 
-def test_overdue_batches_start_one_per_interval_across_workers():
-    """Real threads and time: four workers, a request path that never catches up."""
+def test_overdue_batches_start_one_per_interval_longest_waiting_first():
+    """Real threads and time: four workers arriving 50 ms apart, a request path that
+    never catches up."""
     rule = GiveWay(lambda: 10.0)
     began = time.monotonic()
-    started: list[float] = []
+    started: list[tuple[float, int]] = []
     lock = threading.Lock()
 
-    def worker() -> None:
+    def worker(number: int) -> None:
         rule.wait(lambda: False)
         with lock:
-            started.append(time.monotonic() - began)
+            started.append((time.monotonic() - began, number))
 
-    threads = [threading.Thread(target=worker) for _ in range(4)]
-    for thread in threads:
-        thread.start()
+    threads = []
+    for number in range(4):
+        threads.append(threading.Thread(target=worker, args=(number,)))
+        threads[-1].start()
+        time.sleep(0.05)
     for thread in threads:
         thread.join(timeout=10)
 
     started.sort()
-    assert len(started) == 4
-    assert started[0] >= MAX_WAIT_PER_BATCH_SECONDS * 0.95
-    gaps = [later - earlier for earlier, later in itertools.pairwise(started)]
+    assert [number for _, number in started] == [0, 1, 2, 3]  # in the order they came
+    moments = [moment for moment, _ in started]
+    assert moments[0] >= MAX_WAIT_PER_BATCH_SECONDS * 0.95
+    gaps = [later - earlier for earlier, later in itertools.pairwise(moments)]
     assert all(gap >= OVERDUE_INTERVAL_SECONDS * 0.9 for gap in gaps), gaps
     # Processing never stops: the last of them went within a few intervals.
-    assert started[-1] < MAX_WAIT_PER_BATCH_SECONDS + 3 * OVERDUE_INTERVAL_SECONDS + 1.0
+    assert moments[-1] < MAX_WAIT_PER_BATCH_SECONDS + 3 * OVERDUE_INTERVAL_SECONDS + 1.0

@@ -13,10 +13,13 @@ waiting for `HOLD_SECONDS` after the last such reading.
 
 Processing slows but never stops: a batch that has waited
 `MAX_WAIT_PER_BATCH_SECONDS` may start as an overdue batch, and the whole
-process starts at most one overdue batch per `OVERDUE_INTERVAL_SECONDS`. A
-batch's transaction ends after about `processing.step_batch_seconds`, so
-under pressure the workers get a bounded share of the interpreter. Events
-wait meanwhile and coalesce: fewer, larger steps once the burst is over.
+process starts at most one overdue batch per `OVERDUE_INTERVAL_SECONDS`,
+the longest-waiting first, so under lasting pressure no batch waits more
+than about `MAX_WAIT_PER_BATCH_SECONDS + (workers - 1) *
+OVERDUE_INTERVAL_SECONDS` (2.75 s with 10 workers). A batch's transaction
+ends after about `processing.step_batch_seconds`, so under pressure the
+workers get a bounded share of the interpreter. Events wait meanwhile and
+coalesce: fewer, larger steps once the burst is over.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ class GiveWay:
         self._lock = threading.Lock()
         self._behind_until = -math.inf
         self._next_overdue_at = -math.inf
+        self._waiting: list[_Waiter] = []  # oldest first
 
     def behind(self) -> bool:
         """Whether the request path is behind now, or was within `HOLD_SECONDS`."""
@@ -76,17 +80,34 @@ class GiveWay:
     def wait(self, should_stop: Callable[[], bool]) -> float:
         """Wait before a batch while the request path is behind; returns the seconds
         waited. Ends at once when `should_stop()` turns true."""
-        started = self._clock()
-        while not should_stop() and self.behind():
-            if self._clock() - started >= MAX_WAIT_PER_BATCH_SECONDS and self._overdue_may_start():
-                break
-            self._sleep(WAIT_SECONDS)
-        return self._clock() - started
+        waiter = _Waiter(self._clock())
+        with self._lock:
+            self._waiting.append(waiter)
+        try:
+            while not should_stop() and self.behind():
+                overdue = self._clock() - waiter.since >= MAX_WAIT_PER_BATCH_SECONDS
+                if overdue and self._overdue_may_start(waiter):
+                    break
+                self._sleep(WAIT_SECONDS)
+        finally:
+            with self._lock:
+                self._waiting.remove(waiter)
+        return self._clock() - waiter.since
 
-    def _overdue_may_start(self) -> bool:
+    def _overdue_may_start(self, waiter: _Waiter) -> bool:
         now = self._clock()
         with self._lock:
-            if now < self._next_overdue_at:
+            # One per interval, and the batch that has waited longest goes first.
+            if now < self._next_overdue_at or self._waiting[0] is not waiter:
                 return False
             self._next_overdue_at = now + OVERDUE_INTERVAL_SECONDS
             return True
+
+
+class _Waiter:
+    """A worker waiting before its batch (compared by identity)."""
+
+    __slots__ = ("since",)
+
+    def __init__(self, since: float) -> None:
+        self.since = since
