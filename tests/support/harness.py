@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.queue.audit import AuditLog
 from workqueue.queue.config import ProcessingConfig
+from workqueue.queue.observer import EngineObserver
 from workqueue.queue.processing import ProcessingManager
 from workqueue.queue.registry import TypeRegistry
 
@@ -42,6 +43,7 @@ def running_manager(
     conninfo: str | None = None,
     audit: AuditLog | None = None,
     request_lag: Callable[[], float] | None = None,
+    observer: EngineObserver | None = None,
 ) -> Iterator[ProcessingManager]:
     manager = ProcessingManager(
         sessions=sessions,
@@ -51,6 +53,7 @@ def running_manager(
         audit=audit,
         listen_conninfo=conninfo,
         request_lag=request_lag,
+        observer=observer,
     )
     manager.start()
     try:

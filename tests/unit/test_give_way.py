@@ -17,6 +17,7 @@ from workqueue.queue.give_way import (
     SEVERE_LAG_SECONDS,
     WAIT_SECONDS,
     GiveWay,
+    Waited,
 )
 
 MILD = (LAG_THRESHOLD_SECONDS + SEVERE_LAG_SECONDS) / 2
@@ -53,7 +54,7 @@ def lags_by_time(clock: FakeClock, schedule: list[tuple[float, float]]) -> Calla
     return lag
 
 
-def waited(schedule: list[tuple[float, float]]) -> float:
+def waited(schedule: list[tuple[float, float]]) -> Waited:
     clock = FakeClock()
     rule = GiveWay(lags_by_time(clock, schedule), clock=clock, sleep=clock.sleep)
     return rule.wait(lambda: False)
@@ -76,13 +77,16 @@ def waited(schedule: list[tuple[float, float]]) -> float:
     ],
 )
 def test_how_long_one_batch_waits(schedule, expected):
-    assert waited(schedule) == pytest.approx(expected, abs=WAIT_SECONDS / 2)
+    result = waited(schedule)
+    assert result.seconds == pytest.approx(expected, abs=WAIT_SECONDS / 2)
+    # Only a batch that went while the request path was still behind is overdue.
+    assert result.overdue is (expected == MAX_WAIT_PER_BATCH_SECONDS)
 
 
 def test_without_lag_nobody_sleeps():
     clock = FakeClock()
     rule = GiveWay(lambda: 0.0, clock=clock, sleep=clock.sleep)
-    assert [rule.wait(lambda: False) for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert [rule.wait(lambda: False) for _ in range(3)] == [Waited(0.0, overdue=False)] * 3
     assert clock.slept == []
 
 
@@ -91,9 +95,10 @@ def test_the_hold_outlasts_one_batch_and_ends():
     lags: Iterator[float] = iter([SEVERE])
     rule = GiveWay(lambda: next(lags, 0.0), clock=clock, sleep=clock.sleep)
     first = rule.wait(lambda: False)
-    assert first == pytest.approx(HOLD_SECONDS, abs=WAIT_SECONDS)
+    assert first.seconds == pytest.approx(HOLD_SECONDS, abs=WAIT_SECONDS)
+    assert not first.overdue
     # The last far-behind reading is a hold ago: the next batch goes at once.
-    assert rule.wait(lambda: False) == 0.0
+    assert rule.wait(lambda: False) == Waited(0.0, overdue=False)
 
 
 def test_stopping_ends_the_wait():

@@ -74,6 +74,17 @@ class ServiceMetrics(EngineObserver):
             ["item_type"],
             registry=self.registry,
         )
+        self.give_way_seconds = Counter(
+            "workqueue_give_way_seconds",
+            "Seconds workers waited before batches for the request path to catch up",
+            registry=self.registry,
+        )
+        self.give_way_batches = Counter(
+            "workqueue_give_way_batches",
+            "Batches that waited for the request path, by how they started",
+            ["start"],
+            registry=self.registry,
+        )
         self.gitlab_calls = Counter(
             "workqueue_gitlab_calls",
             "GitLab API calls by operation and status",
@@ -100,6 +111,10 @@ class ServiceMetrics(EngineObserver):
 
     def lease_lost(self, item_type: str) -> None:
         self.lease_losses.labels(item_type).inc()
+
+    def gave_way(self, seconds: float, *, overdue: bool) -> None:
+        self.give_way_seconds.inc(seconds)
+        self.give_way_batches.labels("overdue" if overdue else "caught_up").inc()
 
     def gitlab_call(self, operation: str, status: int | str) -> None:
         self.gitlab_calls.labels(operation, str(status)).inc()

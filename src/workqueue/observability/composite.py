@@ -42,6 +42,9 @@ class CompositeObserver(EngineObserver):
     def lease_lost(self, item_type: str) -> None:
         self._each(lambda observer: observer.lease_lost(item_type))
 
+    def gave_way(self, seconds: float, *, overdue: bool) -> None:
+        self._each(lambda observer: observer.gave_way(seconds, overdue=overdue))
+
 
 def combine(observers: Sequence[EngineObserver]) -> EngineObserver:
     """One observer for the engine: the only one as is, several behind a composite."""

@@ -28,6 +28,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 # Lag (seconds) above which the request path counts as behind: twice the
 # interpreter's switch interval (5 ms), which a loop waits anyway whenever a
@@ -47,6 +48,11 @@ WAIT_SECONDS = 0.01
 MAX_WAIT_PER_BATCH_SECONDS = 0.5
 # ... and the process starts at most one overdue batch per this interval.
 OVERDUE_INTERVAL_SECONDS = 0.25
+
+
+class Waited(NamedTuple):
+    seconds: float
+    overdue: bool  # the batch started while the request path was still behind
 
 
 class GiveWay:
@@ -77,22 +83,24 @@ class GiveWay:
                 self._behind_until = max(self._behind_until, now + HOLD_SECONDS)
             return lag > LAG_THRESHOLD_SECONDS or now < self._behind_until
 
-    def wait(self, should_stop: Callable[[], bool]) -> float:
-        """Wait before a batch while the request path is behind; returns the seconds
-        waited. Ends at once when `should_stop()` turns true."""
+    def wait(self, should_stop: Callable[[], bool]) -> Waited:
+        """Wait before a batch while the request path is behind. Ends at once when
+        `should_stop()` turns true."""
         waiter = _Waiter(self._clock())
         with self._lock:
             self._waiting.append(waiter)
+        overdue = False
         try:
             while not should_stop() and self.behind():
-                overdue = self._clock() - waiter.since >= MAX_WAIT_PER_BATCH_SECONDS
-                if overdue and self._overdue_may_start(waiter):
+                due = self._clock() - waiter.since >= MAX_WAIT_PER_BATCH_SECONDS
+                if due and self._overdue_may_start(waiter):
+                    overdue = True
                     break
                 self._sleep(WAIT_SECONDS)
         finally:
             with self._lock:
                 self._waiting.remove(waiter)
-        return self._clock() - waiter.since
+        return Waited(self._clock() - waiter.since, overdue)
 
     def _overdue_may_start(self, waiter: _Waiter) -> bool:
         now = self._clock()

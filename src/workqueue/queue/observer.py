@@ -27,3 +27,7 @@ class EngineObserver:
 
     def lease_lost(self, item_type: str) -> None:
         """A claim's lease was found taken over; its step was discarded."""
+
+    def gave_way(self, seconds: float, *, overdue: bool) -> None:
+        """A worker waited `seconds` before a batch for the request path to catch up
+        (`queue.give_way`); `overdue`: the batch then started without it having."""

@@ -441,7 +441,9 @@ class ProcessingManager:
             while batch := self._take_batch():
                 # Under more work than the process can do, the answers go first.
                 if self._give_way is not None:
-                    self._give_way.wait(self._stopping.is_set)
+                    waited = self._give_way.wait(self._stopping.is_set)
+                    if waited.seconds > 0:
+                        self._observer.gave_way(waited.seconds, overdue=waited.overdue)
                 self._run_batch(batch)
         except BaseException:
             with self._lock:

@@ -7,12 +7,15 @@ import time
 from harness import running_manager, settled, wait_until
 from sample_type import Behaviour, build_registry, create_item
 
+from workqueue.api.metrics import ServiceMetrics
 from workqueue.queue.give_way import MAX_WAIT_PER_BATCH_SECONDS
 
 
-def _step_one(sessions, request_lag) -> tuple[float, Behaviour]:
+def _step_one(sessions, request_lag, observer=None) -> tuple[float, Behaviour]:
     behaviour = Behaviour()
-    with running_manager(sessions, build_registry(behaviour), request_lag=request_lag) as manager:
+    with running_manager(
+        sessions, build_registry(behaviour), request_lag=request_lag, observer=observer
+    ) as manager:
         with sessions() as session:
             item_id = create_item(session, ["x"], notify=False)
             session.commit()
@@ -24,9 +27,14 @@ def _step_one(sessions, request_lag) -> tuple[float, Behaviour]:
     return elapsed, behaviour
 
 
-def test_a_late_request_path_delays_each_batch_by_at_most_the_bound(sessions):
-    elapsed, _ = _step_one(sessions, lambda: 10.0)  # the loop never catches up
+def test_a_late_request_path_delays_each_batch_by_at_most_the_bound(sessions, engine):
+    metrics = ServiceMetrics(engine)
+    elapsed, _ = _step_one(sessions, lambda: 10.0, metrics)  # the loop never catches up
     assert MAX_WAIT_PER_BATCH_SECONDS * 0.9 <= elapsed < MAX_WAIT_PER_BATCH_SECONDS + 5
+    # Operators see it: the seconds waited, and the batch that went overdue.
+    sample = metrics.registry.get_sample_value
+    assert sample("workqueue_give_way_seconds_total") >= MAX_WAIT_PER_BATCH_SECONDS * 0.9
+    assert sample("workqueue_give_way_batches_total", {"start": "overdue"}) == 1
 
 
 def test_a_request_path_that_keeps_up_is_asked_once_per_batch(sessions):
