@@ -31,7 +31,7 @@ from workqueue.api.authentication import API_PREFIX, AuthenticateFirst
 from workqueue.api.deps import Gatekeeper, Runtime
 from workqueue.api.docs_pages import mount_api_docs
 from workqueue.api.gatekeeper import build_gatekeeper
-from workqueue.api.intake_batcher import IntakeBatcher
+from workqueue.api.intake_batcher import MAX_IN_FLIGHT, STORE_TIMEOUT_SECONDS, IntakeBatcher
 from workqueue.api.limits import DEFAULT_BODY_TIMEOUT_SECONDS, DEFAULT_MAX_BODY_BYTES, BodyReader
 from workqueue.api.loop_lag import LoopLag
 from workqueue.api.metrics import METRICS_CACHE_SECONDS, ServiceMetrics
@@ -41,7 +41,12 @@ from workqueue.api.unavailable import answer_database_outages
 from workqueue.api.validation_errors import validation_error_answer
 from workqueue.attention.reconciler import AttentionReconciler
 from workqueue.config import ServiceConfig
-from workqueue.db.engine import build_engine, build_probe_engine, build_sessions
+from workqueue.db.engine import (
+    build_engine,
+    build_intake_engine,
+    build_probe_engine,
+    build_sessions,
+)
 from workqueue.db.url import libpq_conninfo, normalize_database_url
 from workqueue.gitlab.errors import GitLabError
 from workqueue.observability import Observability
@@ -96,6 +101,10 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
     # /readyz and scrape-time gauges: a pool of their own, so a saturated work
     # pool neither fails readiness nor gets scrapes added to its queue.
     probe_engine = build_probe_engine(url)
+    # Webhook deliveries are stored on connections of their own (IntakeBatcher).
+    intake_engine = build_intake_engine(
+        url, connections=MAX_IN_FLIGHT, statement_timeout_seconds=STORE_TIMEOUT_SECONDS
+    )
     service_metrics = ServiceMetrics(probe_engine, cache_seconds=metrics_cache_seconds)
     context = type_context or install_context(settings, on_gitlab_call=service_metrics.gitlab_call)
     registry = build_registry(config.handled_types, context)
@@ -137,7 +146,9 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
             listen_conninfo=libpq_conninfo(url),
             observer=observability.engine_observer(service_metrics),
             on_item_committed=attention.item_changed,
-            request_lag=_answers_behind(loop_lag, webhooks.intake_batcher(app, sessions)),
+            request_lag=_answers_behind(
+                loop_lag, webhooks.intake_batcher(app, build_sessions(intake_engine))
+            ),
         )
         app.state.runtime = Runtime(engine, sessions, registry, manager, audit, gate)
         consumer = build_sqs_consumer(
@@ -166,6 +177,7 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
                 gate.close,
                 engine.dispose,
                 probe_engine.dispose,
+                intake_engine.dispose,
                 observability.close,
             )
             for stop in stops:

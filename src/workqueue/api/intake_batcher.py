@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from workqueue.db.errors import is_database_unavailable
+from workqueue.db.errors import is_database_unavailable, is_statement_timeout
 from workqueue.db.transactions import run_in_transaction
 from workqueue.queue.ingest import IngestStatus
 from workqueue.queue.intake import store_deliveries
@@ -38,6 +38,11 @@ from workqueue.queue.intake_repository import NewDelivery
 
 MAX_BATCH = 200
 MAX_IN_FLIGHT = 2
+# A store's statements give up after this long (waiting behind a lock, a
+# stalled disk): GitLab waits 10 s for an answer; a 503 with Retry-After
+# before then frees its sender and says why, where a timeout says nothing.
+# Set on the batcher's own connections (`db.engine.build_intake_engine`).
+STORE_TIMEOUT_SECONDS = 5.0
 
 _Waiting = tuple[NewDelivery, "asyncio.Future[IngestStatus]"]
 
@@ -104,7 +109,8 @@ class IntakeBatcher:
         try:
             statuses = await self._write_on_a_thread(deliveries)
         except Exception as error:
-            if len(batch) == 1 or is_database_unavailable(error):
+            # A timeout would only repeat for each delivery alone: all answer 503.
+            if len(batch) == 1 or is_database_unavailable(error) or is_statement_timeout(error):
                 for _, answer in batch:
                     _settle(answer, error=error)
                 return

@@ -53,7 +53,7 @@ from workqueue.api.metrics import ServiceMetrics
 from workqueue.api.schemas import error_responses
 from workqueue.api.strict_json import InvalidJSONError, parse_strict_json
 from workqueue.api.unavailable import RETRY_AFTER_SECONDS, UNAVAILABLE_DETAIL
-from workqueue.db.errors import is_database_unavailable
+from workqueue.db.errors import is_database_unavailable, is_statement_timeout
 from workqueue.queue.ingest import IngestStatus
 from workqueue.queue.intake import new_delivery
 from workqueue.settings import Settings
@@ -219,8 +219,8 @@ async def _receive(
     try:
         status = await intake_batcher(app, runtime.sessions).store(delivery)
     except Exception as error:
-        if is_database_unavailable(error):
-            logger.warning("webhook not stored, database unavailable: %s", error)
+        if is_database_unavailable(error) or is_statement_timeout(error):
+            logger.warning("webhook not stored, database unavailable or too slow: %s", error)
             raise HTTPException(
                 status_code=503,
                 detail=UNAVAILABLE_DETAIL,

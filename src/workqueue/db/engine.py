@@ -43,6 +43,30 @@ def build_probe_engine(url: URL, *, application_name: str = "workqueue-probes") 
     )
 
 
+def build_intake_engine(
+    url: URL,
+    *,
+    connections: int,
+    statement_timeout_seconds: float,
+    application_name: str = "workqueue-intake",
+) -> Engine:
+    """The webhook batcher's own pool: one connection per transaction it runs at
+    once, so a burst of webhooks never waits for the workers' connections nor
+    takes theirs, and a statement timeout set once per connection (no round
+    trip per transaction)."""
+    return create_engine(
+        url,
+        pool_size=connections,
+        max_overflow=0,
+        pool_timeout=30,
+        connect_args={
+            "application_name": application_name,
+            "connect_timeout": 10,
+            "options": f"-c statement_timeout={int(statement_timeout_seconds * 1000)}",
+        },
+    )
+
+
 def build_sessions(engine: Engine) -> sessionmaker[Session]:
     # expire_on_commit=False: objects stay readable after the boundary commits
     # (e.g. to render the API response).

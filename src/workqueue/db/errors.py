@@ -42,6 +42,12 @@ def is_database_unavailable(error: BaseException) -> bool:
     return False
 
 
+def is_statement_timeout(error: BaseException) -> bool:
+    """A statement ran past `statement_timeout` (waiting for a lock counts)."""
+    driver_error = _driver_error(error)
+    return isinstance(driver_error, psycopg.Error) and driver_error.sqlstate == "57014"
+
+
 def is_transaction_conflict(error: BaseException) -> bool:
     """Another transaction won a race; running this one again from scratch is correct."""
     driver_error = _driver_error(error)
