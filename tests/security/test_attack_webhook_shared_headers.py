@@ -23,17 +23,9 @@ from opentelemetry.sdk.trace import TracerProvider
 sys.path.insert(0, str(Path(__file__).parents[1] / "webhooks"))
 
 from live_app import live_client
-from webhook_support import (
-    OLD_SECRET,
-    SECRETS,
-    install_context,
-    service_config,
-    wire_webhooks,
-)
+from webhook_support import OLD_SECRET, receiver_app
 
 from workqueue.api import webhooks
-from workqueue.api.app import create_app
-from workqueue.settings import Settings
 
 
 @pytest.fixture
@@ -47,15 +39,7 @@ def trace_responses() -> Iterator[None]:
 
 
 def test_each_webhook_answer_carries_only_its_own_headers(database_url, simulator, trace_responses):
-    settings = Settings(WORKQUEUE_SERVICE_GITLAB_WEBHOOK_SECRET=SECRETS)
-    app = create_app(
-        settings,
-        service_config(simulator.url),
-        database_url=database_url,
-        process_items=False,
-        type_context=install_context(),
-    )
-    wire_webhooks(app, settings)
+    app = receiver_app(database_url, simulator.url)
     app.add_middleware(OpenTelemetryMiddleware, tracer_provider=TracerProvider())
     with live_client(app) as client:
         answers = [

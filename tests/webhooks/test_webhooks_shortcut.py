@@ -11,27 +11,18 @@ import pytest
 from live_app import live_client
 from starlette.applications import Starlette
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from webhook_support import OLD_SECRET, SECRETS, install_context, service_config, wire_webhooks
+from webhook_support import OLD_SECRET, receiver_app
 
 from workqueue.api import webhooks
-from workqueue.api.app import ServiceApp, create_app
+from workqueue.api.app import ServiceApp
 from workqueue.api.intake_batcher import IntakeBatcher
-from workqueue.settings import Settings
 
 HOOK = json.dumps({"object_kind": "pipeline", "object_attributes": {"id": 1}}).encode()
 HEADERS = {"X-Gitlab-Token": OLD_SECRET, "Content-Type": "application/json"}
 
 
 def service(database_url, gitlab_url) -> ServiceApp:
-    settings = Settings(WORKQUEUE_SERVICE_GITLAB_WEBHOOK_SECRET=SECRETS)
-    app = create_app(
-        settings,
-        service_config(gitlab_url),
-        database_url=database_url,
-        process_items=False,
-        type_context=install_context(),
-    )
-    wire_webhooks(app, settings)
+    app = receiver_app(database_url, gitlab_url)
     assert isinstance(app, ServiceApp)
     return app
 

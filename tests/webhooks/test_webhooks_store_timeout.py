@@ -9,13 +9,11 @@ import time
 
 import psycopg
 from live_app import live_client
-from webhook_support import OLD_SECRET, SECRETS, install_context, service_config, wire_webhooks
+from webhook_support import OLD_SECRET, receiver_app
 
 from workqueue.api import app as app_module
 from workqueue.api import webhooks
-from workqueue.api.app import create_app
 from workqueue.db.url import libpq_conninfo
-from workqueue.settings import Settings
 
 HEADERS = {"X-Gitlab-Token": OLD_SECRET, "Content-Type": "application/json"}
 TIMEOUT = 0.5
@@ -28,16 +26,7 @@ def _hook(pipeline_id: int) -> bytes:
 
 def test_a_store_stuck_behind_a_lock_answers_503_in_time(database_url, simulator, monkeypatch):
     monkeypatch.setattr(app_module, "STORE_TIMEOUT_SECONDS", TIMEOUT)
-    settings = Settings(WORKQUEUE_SERVICE_GITLAB_WEBHOOK_SECRET=SECRETS)
-    app = create_app(
-        settings,
-        service_config(simulator.url),
-        database_url=database_url,
-        process_items=False,
-        type_context=install_context(),
-    )
-    wire_webhooks(app, settings)
-    with live_client(app) as client:
+    with live_client(receiver_app(database_url, simulator.url)) as client:
         assert client.post(webhooks.WEBHOOK_PATH, content=_hook(1), headers=HEADERS).json() == {
             "status": "accepted"
         }

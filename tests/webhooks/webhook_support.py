@@ -76,6 +76,21 @@ def install_context() -> InstallContext:
     )
 
 
+def receiver_app(database_url: Any, gitlab_url: str) -> FastAPI:
+    """The service built by `create_app` with the receiver and the rotation's two
+    secrets, items not processed (the caller serves it)."""
+    settings = Settings(WORKQUEUE_SERVICE_GITLAB_WEBHOOK_SECRET=SECRETS)
+    app = create_app(
+        settings,
+        service_config(gitlab_url),
+        database_url=database_url,
+        process_items=False,
+        type_context=install_context(),
+    )
+    wire_webhooks(app, settings)
+    return app
+
+
 @contextmanager
 def webhook_app(
     database_url: Any,

@@ -72,7 +72,7 @@ AUTHENTICATES_ITSELF = frozenset({("POST", webhooks.WEBHOOK_PATH), ("GET", "/api
 
 def _answers_behind(loop_lag: LoopLag, batcher: IntakeBatcher) -> Callable[[], float]:
     """How far behind the answers are, for the workers to give way to (queue.give_way):
-    the event loop wakes late, or webhook deliveries wait for their commit."""
+    the event loop wakes late, or a webhook transaction waits for the interpreter."""
     return lambda: max(loop_lag(), batcher.behind())
 
 
