@@ -17,7 +17,7 @@ import kubernetes_validate
 import pytest
 import typer.main
 from crd_schemas import CUSTOM_RESOURCE_SCHEMAS
-from kustomize_render import all_containers, build, pod_specs
+from kustomize_build import all_containers, build, pod_specs
 
 from workqueue.cli.main import app
 from workqueue.config import load_config

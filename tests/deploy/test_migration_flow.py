@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 from databases import admin_connection, drop_database
-from kustomize_render import build
+from kustomize_build import build
 from live_app import free_port
 from psycopg import sql
 from sqlalchemy.engine import URL
