@@ -218,6 +218,17 @@ class MRTypeConfig(BaseModel):
         description="globs of the branches MRs may target (`*` within a segment, `**` "
         "across), e.g. [main, 'release/*']; omitted: any branch outside source_branch_prefix",
     )
+    allow_mentions: bool = Field(
+        default=False,
+        description="let title, description and commit_message @-mention users and groups "
+        "(@all included): GitLab notifies them in the service's name",
+    )
+    allow_cross_project_references: bool = Field(
+        default=False,
+        description="let title, description and commit_message name issues, merge requests, "
+        "epics and commits of other projects, closing patterns included: GitLab closes those "
+        "issues on merge with the service's rights",
+    )
     ci_retry: CIRetryConfig = Field(default_factory=CIRetryConfig)
 
     @field_validator("gitlab_url")

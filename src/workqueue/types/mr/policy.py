@@ -32,6 +32,7 @@ from workqueue.types.mr.schemas import (
     MRWorkItemCreate,
     UpdateAction,
 )
+from workqueue.types.mr.text_rules import submission_text_violations
 from workqueue.types.mr.violations import Loc, Violation, ViolationKind
 
 __all__ = [
@@ -58,14 +59,25 @@ _NUL = re.compile("\x00")
 _LINE_BREAK = re.compile("\r\n|[\r\n\u2028\u2029]")
 
 
-def check_submission(submission: MRWorkItemCreate, config: MRTypeConfig) -> list[Violation]:
-    """Every policy violation of `submission`; an empty list means it may be accepted."""
+def check_submission(
+    submission: MRWorkItemCreate, config: MRTypeConfig, *, project_path: str | None = None
+) -> list[Violation]:
+    """Every policy violation of `submission`; an empty list means it may be accepted.
+
+    `project_path` is the project's canonical path once resolved: texts may
+    name that project's own issues and MRs (`text_rules.py`).
+    """
     found = [
         _project_violation(submission.project),
         *_branch_violations(submission, config),
         *_text_violations(submission, config),
     ]
     violations = [violation for violation in found if violation is not None]
+    # A field already refused (too long, control characters) is not scanned.
+    refused = frozenset(violation.loc for violation in violations)
+    violations.extend(
+        submission_text_violations(submission, config, project_path=project_path, refused=refused)
+    )
     violations.extend(_label_violations(submission.labels, config))
     violations.extend(check_file_actions(submission.file_actions, config))
     return violations

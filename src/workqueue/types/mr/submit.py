@@ -87,7 +87,9 @@ def submit_mr(
     caller is never touched (`OwnershipConflictError`); a new item beyond
     `max_live_items` of the submitter's is refused (`LiveItemLimitError`).
     """
-    violations = check_submission(submission, config)
+    violations = check_submission(
+        submission, config, project_path=project_path or submission.project
+    )
     if violations:
         raise SubmissionRejectedError(violations)
     digest = content_hash(submission)

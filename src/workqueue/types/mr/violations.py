@@ -26,6 +26,8 @@ class ViolationKind(StrEnum):
     TARGET_NOT_ALLOWED = "target_not_allowed"
     BRANCH_OUTSIDE_PREFIX = "branch_outside_prefix"
     QUICK_ACTION = "quick_action"
+    CROSS_PROJECT_REFERENCE = "cross_project_reference"
+    MENTION = "mention"
     INVALID_PROJECT = "invalid_project"
     INVALID_LABEL = "invalid_label"
     TOO_MANY_LABELS = "too_many_labels"
