@@ -17,6 +17,7 @@ from workqueue.auth.config import AuthorizationConfig
 from workqueue.queue.audit_config import AuditConfig
 from workqueue.queue.config import ProcessingConfig
 from workqueue.queue.outbox_config import NotificationsConfig
+from workqueue.queue.retention_config import RetentionConfig
 
 
 class ConfigError(Exception):
@@ -31,6 +32,7 @@ class ServiceConfig(BaseModel):
     notifications: NotificationsConfig = Field(default_factory=NotificationsConfig)
     attention: AttentionConfig = Field(default_factory=AttentionConfig)
     audit: AuditConfig = Field(default_factory=AuditConfig)
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
     # Each item type validates its own section when the registry is built.
     handled_types: dict[str, dict[str, Any] | None] = Field(default_factory=dict)
 

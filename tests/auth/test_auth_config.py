@@ -123,6 +123,14 @@ INVALID = [
     ("null claim", _rule(claims={"aud": None}), "claims.aud"),
     ("nested claim", _rule(claims={"aud": "x", "k": {"a": 1}}), "claims.k"),
     ("empty alternatives", _rule(claims={"aud": []}), "'aud' has an empty list"),
+    (
+        "limit_key on a groups rule",
+        {"groups": ["admins"], "permissions": ["read"], "limit_key": "project_path"},
+        "`limit_key` names a token claim",
+    ),
+    ("empty limit_key", _rule(limit_key=""), "limit_key: String should match pattern"),
+    ("limit_key with =", _rule(limit_key="a=b"), "limit_key: String should match pattern"),
+    ("limit_key with a space", _rule(limit_key="project path"), "String should match pattern"),
 ]
 
 
@@ -162,6 +170,43 @@ def test_the_json_schema_names_the_fields():
         "permissions",
         "item_types",
         "projects",
+        "limit_key",
     }
     assert rule_schema["additionalProperties"] is False
     assert AuthorizationRule.model_json_schema()["required"] == ["permissions"]
+
+
+def test_limits_default_to_the_contract():
+    limits = AuthorizationConfig().limits
+    assert limits.max_live_items_per_caller == 1000
+    assert limits.submissions_per_minute_per_caller == 120
+    assert limits.max_live_items_per_project == 1000
+    assert limits.submissions_per_minute_per_project == 300
+    assert limits.max_stored_bytes_per_caller == 1_073_741_824
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "max_live_items_per_project",
+        "submissions_per_minute_per_project",
+        "max_stored_bytes_per_caller",
+    ],
+)
+@pytest.mark.parametrize("value", [0, -1, 1.5])
+def test_limits_are_positive_integers(name, value):
+    with pytest.raises(ValidationError, match=name):
+        AuthorizationConfig.model_validate({"limits": {name: value}})
+
+
+def test_one_issuer_counts_callers_by_one_limit_key():
+    same = [_rule(limit_key="project_path"), _rule(limit_key="project_path", permissions=["read"])]
+    assert AuthorizationConfig.model_validate({"rules": same}).rules[0].limit_key == "project_path"
+    other_issuer = [_rule(limit_key="project_path"), _rule(issuer="k8s", limit_key="sub")]
+    AuthorizationConfig.model_validate({"rules": other_issuer})
+    without = [_rule(limit_key="project_path"), _rule()]
+    AuthorizationConfig.model_validate({"rules": without})
+    with pytest.raises(ValidationError, match=r"rules 0 and 1 .* different `limit_key` claims"):
+        AuthorizationConfig.model_validate(
+            {"rules": [_rule(limit_key="project_path"), _rule(limit_key="namespace_path")]}
+        )

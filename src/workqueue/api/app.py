@@ -149,6 +149,7 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
             request_lag=_answers_behind(
                 loop_lag, webhooks.intake_batcher(app, build_sessions(intake_engine))
             ),
+            content_retention=config.retention.content_age,
         )
         app.state.runtime = Runtime(engine, sessions, registry, manager, audit, gate)
         consumer = build_sqs_consumer(

@@ -18,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 
 from workqueue.api.caller_state import remembered_caller
 from workqueue.auth.config import CallerLimits
+from workqueue.auth.limit_keys import LimitKey
 from workqueue.queue.audit import AuditEntry, AuditLog
 from workqueue.queue.processing import ProcessingManager
 from workqueue.queue.read_repository import VisibilityGrant
@@ -70,7 +71,10 @@ class Gatekeeper(Protocol):
 
     @property
     def limits(self) -> CallerLimits:
-        """`authorization.limits`: per-caller quotas of submissions and live items."""
+        """`authorization.limits`: per-caller and per-project quotas."""
+
+    def limit_key(self, caller: Caller) -> LimitKey:
+        """What the limits count `caller` as; `LimitKeyError` (403) when its rules cannot say."""
 
     def close(self) -> None:
         """Release connections to identity providers."""

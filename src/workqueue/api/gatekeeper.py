@@ -15,6 +15,7 @@ from workqueue.auth.authorization import (
 )
 from workqueue.auth.config import AuthorizationRule, CallerLimits
 from workqueue.auth.errors import AuthenticationError
+from workqueue.auth.limit_keys import LimitKey, limit_key
 from workqueue.auth.principal import Principal
 from workqueue.config import ServiceConfig
 from workqueue.settings import Settings
@@ -36,6 +37,9 @@ class RuleGatekeeper:
     @property
     def limits(self) -> CallerLimits:
         return self._limits
+
+    def limit_key(self, caller: Caller) -> LimitKey:
+        return limit_key(_principal(caller), self._rules)
 
     def authenticate(self, authorization: str | None) -> Principal:
         try:

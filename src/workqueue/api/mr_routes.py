@@ -15,12 +15,18 @@ from workqueue.api.deps import (
     RuntimeDep,
     require,
 )
-from workqueue.api.quotas import LIVE_LIMIT_RETRY_AFTER, authorize_submission
+from workqueue.api.quotas import (
+    authorize_submission,
+    holding_limit_refusal,
+    holding_limits_of,
+    owner_of,
+)
 from workqueue.api.schemas import SubmitResponse, WorkItemPage, error_responses, item_body
 from workqueue.api.work_items import page_body
 from workqueue.db.transactions import run_in_transaction
 from workqueue.queue import read_repository
 from workqueue.queue.audit import AuditEntry
+from workqueue.queue.holding_limits import HoldingLimitError
 from workqueue.queue.models import Phase
 from workqueue.queue.read_repository import MAX_PAGE_SIZE
 from workqueue.types.mr import repository as mr_repository
@@ -29,7 +35,6 @@ from workqueue.types.mr.models import MR_ITEM_TYPE
 from workqueue.types.mr.policy import check_submission
 from workqueue.types.mr.schemas import MRWorkItemCreate
 from workqueue.types.mr.submit import (
-    LiveItemLimitError,
     OwnershipConflictError,
     SubmissionRejectedError,
     Submitter,
@@ -85,8 +90,10 @@ def submit(
     project_path = authorize_submission(
         runtime, caller, MR_ITEM_TYPE, body.project, validate=validate
     )
-    submitter = Submitter(issuer=caller.issuer_key, identity=caller.identity)
-    max_live_items = runtime.gatekeeper.limits.max_live_items_per_caller
+    submitter = Submitter(
+        issuer=caller.issuer_key, identity=caller.identity, owner=owner_of(runtime, caller)
+    )
+    limits = holding_limits_of(runtime)
 
     def work(session: Session) -> tuple[SubmitResponse, AuditEntry, bool]:
         result = submit_mr(
@@ -95,7 +102,7 @@ def submit(
             submitter=submitter,
             config=config,
             project_path=project_path,
-            max_live_items=max_live_items,
+            limits=limits,
         )
         dimensions = read_repository.dimensions_of(session, [result.item.id])[result.item.id]
         answer = SubmitResponse(
@@ -119,10 +126,8 @@ def submit(
         raise RequestValidationError([v.as_error() for v in rejection.violations]) from None
     except OwnershipConflictError as conflict:
         raise HTTPException(status_code=409, detail=str(conflict)) from None
-    except LiveItemLimitError as limit:
-        raise HTTPException(
-            status_code=429, detail=str(limit), headers={"Retry-After": LIVE_LIMIT_RETRY_AFTER}
-        ) from None
+    except HoldingLimitError as limit:
+        raise holding_limit_refusal(limit) from None
     response.status_code = 201 if answer.outcome == "created" else 200
     if answer.outcome != "unchanged":
         runtime.manager.notify(answer.id)

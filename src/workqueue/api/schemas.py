@@ -43,6 +43,11 @@ class WorkItemBody(BaseModel):
     last_event_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    contents_dropped_at: datetime | None = Field(
+        None,
+        description="when retention (`retention.content_days`) dropped the finished item's "
+        "file contents: its file actions then read as in lists (size and sha256, no content)",
+    )
     dimensions: list[DimensionBody] = Field(default_factory=list)
     details: dict[str, Any] = Field(default_factory=dict, description="type-specific fields")
 
@@ -84,6 +89,7 @@ def item_body(item: WorkItem, dimensions: list[WorkItemStatus]) -> WorkItemBody:
         last_event_at=item.last_event_at,
         created_at=item.created_at,
         updated_at=item.updated_at,
+        contents_dropped_at=item.contents_dropped_at,
         dimensions=[
             DimensionBody(
                 dimension=row.dimension,
@@ -177,6 +183,8 @@ def _listed_file_action(action: Mapping[str, Any]) -> dict[str, Any]:
     listed = {key: value for key, value in action.items() if key != "content"}
     listed.setdefault("previous_path", None)
     listed.setdefault("encoding", None)
+    if "content" not in action and "sha256" in action:
+        return listed  # retention dropped the content and kept its size and sha256
     data = _decoded_content(action.get("content"), action.get("encoding"))
     listed["size"] = None if data is None else len(data)
     listed["sha256"] = None if data is None else hashlib.sha256(data).hexdigest()

@@ -17,12 +17,18 @@ from workqueue.api.deps import (
     RuntimeDep,
     require,
 )
-from workqueue.api.quotas import authorize_submission
+from workqueue.api.quotas import (
+    authorize_submission,
+    holding_limit_refusal,
+    holding_limits_of,
+    owner_of,
+)
 from workqueue.api.schemas import SubmitResponse, error_responses, item_body
 from workqueue.auth.projects import path_matches
 from workqueue.db.transactions import run_in_transaction
-from workqueue.queue import read_repository
+from workqueue.queue import holding_limits, read_repository
 from workqueue.queue.audit import AuditEntry
+from workqueue.queue.holding_limits import HoldingLimitError
 from workqueue.queue.read_repository import VisibilityGrant
 from workqueue.types.trunk import repository as trunk_repository
 from workqueue.types.trunk.config import TrunkTypeConfig
@@ -106,9 +112,18 @@ def ingest(
             ]
         )
     submitter = Submitter(issuer=caller.issuer_key, identity=caller.identity)
+    owner, limits = owner_of(runtime, caller), holding_limits_of(runtime)
 
     def work(session: Session) -> tuple[SubmitResponse, AuditEntry, bool]:
         outcome = ingest_head(session, queue, body.sha, submitter=submitter)
+        if outcome.created:
+            # Checked once the queue knows the head is new (a known head answers
+            # 200 at any count); a refusal rolls the new item back.
+            outcome.item.limit_key = owner.limit_key
+            session.flush()
+            holding_limits.check_new_live_item(
+                session, owner, queue.project, limits, content_bytes=0, other_than=outcome.item.id
+            )
         session.refresh(outcome.item)
         dimensions = read_repository.dimensions_of(session, [outcome.item.id])[outcome.item.id]
         answer = SubmitResponse(
@@ -126,7 +141,10 @@ def ingest(
         # Stored with the submission, so a crash after the commit cannot lose it.
         return answer, entry, runtime.audit.store_in(session, [entry])
 
-    answer, entry, stored = run_in_transaction(runtime.sessions, work)
+    try:
+        answer, entry, stored = run_in_transaction(runtime.sessions, work)
+    except HoldingLimitError as limit:
+        raise holding_limit_refusal(limit) from None
     response.status_code = 201 if answer.outcome == "created" else 200
     if answer.outcome == "created":
         runtime.manager.notify(answer.id)

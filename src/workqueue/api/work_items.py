@@ -22,7 +22,11 @@ from workqueue.api.deps import (
     require,
     require_on_project,
 )
-from workqueue.api.quotas import enforce_live_item_limit, enforce_submission_rate
+from workqueue.api.quotas import (
+    enforce_live_item_limit,
+    enforce_retry_project_rate,
+    enforce_submission_rate,
+)
 from workqueue.api.schemas import (
     CancelRequest,
     TokenBody,
@@ -107,7 +111,10 @@ def get_work_item(item_id: uuid.UUID, runtime: RuntimeDep, caller: CallerDep) ->
         408,
         409,
         413,
-        descriptions={409: "The item is not failed or cancelled, or another is live for it"},
+        descriptions={
+            409: "The item is not failed or cancelled, its contents were dropped after "
+            "retention, or another is live for it"
+        },
     ),
 )
 def retry_work_item(item_id: uuid.UUID, runtime: RuntimeDep, caller: CallerDep) -> WorkItemBody:
@@ -118,15 +125,17 @@ def retry_work_item(item_id: uuid.UUID, runtime: RuntimeDep, caller: CallerDep) 
     owner's live-item limit (cancel-then-retry cycles cannot bypass either).
     """
     enforce_submission_rate(runtime, caller)
+    enforce_retry_project_rate(runtime, caller, item_id)
 
     def work(session: Session) -> WorkItemBody:
         item = _existing(session, item_id)
         require_on_project(runtime, caller, "retry", item.item_type, item.project_path)
-        if item.phase not in RETRYABLE_PHASES:
-            raise HTTPException(
-                status_code=409,
-                detail=f"item is {item.phase}: only failed or cancelled items can be retried",
-            )
+        _refuse_unless_retryable(item)
+        # Locked, then checked again: the safety sweep drops a finished item's
+        # contents under the same row lock, so a retry sees the drop or keeps
+        # the sweep away until it commits.
+        session.refresh(item, with_for_update=True)
+        _refuse_unless_retryable(item)
         _refuse_second_live_item(session, item)
         if item.phase == Phase.CANCELLED:
             enforce_live_item_limit(runtime, session, item)
@@ -242,6 +251,22 @@ def _registration_hook(runtime: Runtime, item_type: str, name: str) -> Any:
     if item_type not in runtime.registry:
         return None
     return getattr(runtime.registry.get(item_type), name)
+
+
+def _refuse_unless_retryable(item: WorkItem) -> None:
+    """409 for an item in a phase retry does not leave, or without its contents: a retry
+    of an item whose file contents retention dropped would push empty files."""
+    if item.phase not in RETRYABLE_PHASES:
+        raise HTTPException(
+            status_code=409,
+            detail=f"item is {item.phase}: only failed or cancelled items can be retried",
+        )
+    if item.contents_dropped_at is not None:
+        raise HTTPException(
+            status_code=409,
+            detail=f"item's file contents were dropped on {item.contents_dropped_at:%Y-%m-%d} "
+            "after retention.content_days; submit its contents again instead",
+        )
 
 
 def _refuse_second_live_item(session: Session, item: WorkItem) -> None:

@@ -42,6 +42,9 @@ K8S_ISSUER = "k8s"
 ClaimScalar = StrictStr | StrictInt | StrictBool
 ClaimValue = ClaimScalar | list[ClaimScalar]
 NonEmptyName = Annotated[str, Field(min_length=1)]
+# A claim name as `{claim}` placeholders spell them (never `=`: limit keys are
+# stored as `claim:<name>=<value>`).
+LimitKeyClaim = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]+$", max_length=256)]
 _Name = TypeVar("_Name", bound=str)
 
 
@@ -97,6 +100,12 @@ class AuthorizationRule(BaseModel):
         description="GitLab project paths the rule covers (globs: `*` within a segment, "
         "`**` across segments, `{claim}` = the token's claim value); required when the "
         'rule grants submit or retry (`["**"]` for every project); omitted: every project',
+    )
+    limit_key: LimitKeyClaim | None = Field(
+        None,
+        description="count the callers this rule designates by this token claim instead of "
+        "`sub` for `authorization.limits` (GitLab CI: `project_path`, so a project's refs are "
+        "one caller); a token without the claim is refused (403)",
     )
 
     @field_validator("issuer")
@@ -162,6 +171,10 @@ class AuthorizationRule(BaseModel):
                 "`{claim}` placeholders in `projects` need token claims: use them in "
                 "`issuer` rules, not in `groups` rules"
             )
+        if self.limit_key is not None and self.groups is not None:
+            raise ValueError(
+                "`limit_key` names a token claim: use it in `issuer` rules, not in `groups` rules"
+            )
         return self
 
     @property
@@ -170,8 +183,15 @@ class AuthorizationRule(BaseModel):
         return self.issuer is not None and self.issuer.startswith("http://")
 
 
+GIB = 1024**3
+
+
 class CallerLimits(BaseModel):
-    """`authorization.limits`: what one caller may hold and send (429 beyond)."""
+    """`authorization.limits`: what one caller, and one project, may hold and send (429 beyond).
+
+    A caller is its issuer with its `sub` (or the claim a matching rule names in
+    `limit_key`); a project is its canonical GitLab path, whoever submits.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -180,6 +200,18 @@ class CallerLimits(BaseModel):
     )
     submissions_per_minute_per_caller: PositiveInt = Field(
         120, description="submissions one caller may make per minute (all replicas together)"
+    )
+    max_live_items_per_project: PositiveInt = Field(
+        1000, description="active or failed items of one project, all callers together"
+    )
+    submissions_per_minute_per_project: PositiveInt = Field(
+        300,
+        description="submissions to one project per minute, all callers and replicas together",
+    )
+    max_stored_bytes_per_caller: PositiveInt = Field(
+        GIB,
+        description="bytes of file contents one caller's items may hold, live and finished "
+        "(finished ones until `retention.content_days` drops their contents)",
     )
 
 
@@ -190,6 +222,22 @@ class AuthorizationConfig(BaseModel):
 
     rules: list[AuthorizationRule] = Field(default_factory=list)
     limits: CallerLimits = Field(default_factory=CallerLimits)
+
+    @model_validator(mode="after")
+    def _one_limit_key_per_issuer(self) -> AuthorizationConfig:
+        # A token matching two rules that count it differently would have two
+        # answers to "who is this caller"; refuse the config rather than pick.
+        seen: dict[str, tuple[int, str]] = {}
+        for index, rule in enumerate(self.rules):
+            if rule.issuer is None or rule.limit_key is None:
+                continue
+            first = seen.setdefault(rule.issuer, (index, rule.limit_key))
+            if first[1] != rule.limit_key:
+                raise ValueError(
+                    f"rules {first[0]} and {index} (issuer {rule.issuer}) set different "
+                    f"`limit_key` claims ({first[1]!r}, {rule.limit_key!r}): use one per issuer"
+                )
+        return self
 
     @property
     def issuers(self) -> frozenset[str]:

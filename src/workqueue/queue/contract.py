@@ -234,6 +234,11 @@ repeated until `max_attempts`), with the error: it runs in the transaction that 
 the item to `failed` (e.g. give back a shared slot the item held). Not called for
 `ExecutionContext.fail`, where the type's own executor already ends the item."""
 
+ContentDropper = Callable[[Session, Sequence[uuid.UUID]], None]
+"""Drops the stored contents of these finished items of the type (`retention.content_days`),
+keeping what describes them (each file's size and sha256). The engine has already set
+their `content_bytes` to 0 and `contents_dropped_at`, under row locks, in this transaction."""
+
 ProjectPathResolver = Callable[[str], str]
 """Turns a submitted project reference (a path or a numeric id) into the project's path,
 which authorization scopes match; a type whose items name projects by id provides one."""

@@ -99,6 +99,14 @@ class WorkItem(Base):
     # source branch): the database holds at most one live item per key.
     live_key: Mapped[str | None] = mapped_column(sa.Text)
     idempotency_key: Mapped[str | None] = mapped_column(sa.Text)
+    # What `authorization.limits` counts the owner as (`auth.limit_keys`): its
+    # identity, or the claim value its rule names; None for items without an owner.
+    limit_key: Mapped[str | None] = mapped_column(sa.Text)
+    # Bytes of file contents the item holds, set by its type with the content;
+    # 0 once retention dropped them. Summed per caller (max_stored_bytes_per_caller).
+    content_bytes: Mapped[int] = mapped_column(sa.BigInteger, nullable=False, server_default="0")
+    # When the safety sweep dropped the contents (`retention.content_days`).
+    contents_dropped_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True))
     generation: Mapped[int] = mapped_column(sa.Integer, nullable=False, server_default="1")
     last_event_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True))
     created_at: Mapped[datetime] = _utc_now_column()
@@ -142,12 +150,35 @@ class WorkItem(Base):
             unique=True,
             postgresql_where=sa.text("phase NOT IN ('completed', 'cancelled')"),
         ),
-        # Per-caller limits count a caller's live items.
+        # Per-caller limits count a caller's live items (migration 0016).
         sa.Index(
-            "ix_work_items_caller_live",
+            "ix_work_items_limit_key_live",
             "caller_issuer",
-            "caller_identity",
+            "limit_key",
             postgresql_where=sa.text("phase NOT IN ('completed', 'cancelled')"),
+        ),
+        # ... and sum the contents its items hold, live or finished (index-only).
+        sa.Index(
+            "ix_work_items_limit_key_content_bytes",
+            "caller_issuer",
+            "limit_key",
+            "content_bytes",
+            postgresql_where=sa.text("content_bytes > 0"),
+        ),
+        # Per-project limits count a project's live items.
+        sa.Index(
+            "ix_work_items_live_project_path",
+            "project_path",
+            postgresql_where=sa.text("phase NOT IN ('completed', 'cancelled')"),
+        ),
+        # The safety sweep finds finished items still holding contents, oldest
+        # first, without walking those it already emptied.
+        sa.Index(
+            "ix_work_items_contents_held_updated_at",
+            "updated_at",
+            postgresql_where=sa.text(
+                "content_bytes > 0 AND phase IN ('completed', 'failed', 'cancelled')"
+            ),
         ),
         # Scoped lists, and the attention reconciler's pages through one project in id
         # order (migration 0015).
@@ -258,7 +289,18 @@ class CallerSubmissionWindow(Base):
     __tablename__ = "caller_submission_windows"
 
     caller_issuer: Mapped[str] = mapped_column(sa.Text, primary_key=True)
-    caller_identity: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    # The caller's limit key (`auth.limit_keys`), as on its items.
+    limit_key: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    window_start: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), primary_key=True)
+    submissions: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+
+
+class ProjectSubmissionWindow(Base):
+    """Submissions per project per minute, all callers and replicas together."""
+
+    __tablename__ = "project_submission_windows"
+
+    project_path: Mapped[str] = mapped_column(sa.Text, primary_key=True)
     window_start: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), primary_key=True)
     submissions: Mapped[int] = mapped_column(sa.Integer, nullable=False)
 

@@ -5,7 +5,9 @@ Threads:
 * the dispatcher claims work when something may be due: an in-process
   `notify()`, a NOTIFY from another replica, the timer set to the earliest
   backoff / deferral / lease expiry, a freed worker while a backlog exists,
-  or the slow safety sweep. Idle, it issues no SQL until the safety sweep;
+  or the slow safety sweep (which also prunes deliveries and history and
+  drops old finished items' contents). Idle, it issues no SQL until the
+  safety sweep;
 * the worker pool (DDR-41) runs `ItemLoop` for each claim;
 * the heartbeat extends the leases this process holds (fenced on tokens) and
   tells workers whose lease was lost;
@@ -23,11 +25,12 @@ import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.db.errors import is_database_unavailable
-from workqueue.queue import ingest, lease_repository, repository
+from workqueue.queue import content_retention, ingest, lease_repository, repository
 from workqueue.queue.audit import AuditLog
 from workqueue.queue.claims_run import ClaimOutcome, ClaimResult
 from workqueue.queue.config import ProcessingConfig
@@ -138,14 +141,19 @@ class ProcessingManager:
         observer: EngineObserver | None = None,
         on_item_committed: ItemCommitted | None = None,
         request_lag: Callable[[], float] | None = None,
+        content_retention: timedelta | None = None,
     ) -> None:
         """`request_lag`: how far behind the process's request path is, in seconds
-        (`queue.give_way`); None when nothing serves requests here."""
+        (`queue.give_way`); None when nothing serves requests here.
+        `content_retention`: the safety sweep drops finished items' contents this long
+        after they finished (`retention.content_days`); None keeps them."""
         unknown = set(handled_types) - registry.item_types
         if unknown:
             raise ValueError(f"handled_types names unregistered item types: {sorted(unknown)}")
         self.item_types = frozenset(handled_types)
         self._sessions = sessions
+        self._registry = registry
+        self._content_retention = content_retention
         self._config = config
         self._observer = observer or EngineObserver()
         self._audit = audit or AuditLog()
@@ -321,6 +329,10 @@ class ProcessingManager:
         claims: list[lease_repository.Claim] = []
         if plan.sweep or plan.timer_fired:
             run_wake_ups(self._sessions, self.item_types, events=plan.sweep, deferrals=True)
+        if plan.sweep and self._content_retention is not None:
+            content_retention.sweep_contents(
+                self._sessions, self._registry, age=self._content_retention
+            )
         with self._sessions() as session:
             if plan.sweep:
                 ingest.prune_deliveries(session)

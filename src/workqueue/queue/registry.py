@@ -12,6 +12,7 @@ from typing import TypeVar
 
 from workqueue.queue.contract import (
     CancelHook,
+    ContentDropper,
     Creator,
     Decider,
     EventHandler,
@@ -41,6 +42,8 @@ class ItemTypeRegistration:
     retry_hook: RetryHook | None = None
     failure_hook: FailureHook | None = None
     resolve_project_path: ProjectPathResolver | None = None
+    # For types whose items store contents: retention drops them (safety sweep).
+    content_dropper: ContentDropper | None = None
     # Type-specific numbers for monitoring, read at scrape time (name -> reader).
     gauges: dict[str, Callable[[], float]] = field(default_factory=dict)
     executors: dict[str, Executor] = field(default_factory=dict)
@@ -87,6 +90,11 @@ class ItemTypeRegistration:
 
     def set_failure_hook(self, hook: FailureHook) -> None:
         self.failure_hook = _set_once(self.failure_hook, hook, f"failure hook of {self.item_type}")
+
+    def set_content_dropper(self, dropper: ContentDropper) -> None:
+        self.content_dropper = _set_once(
+            self.content_dropper, dropper, f"content dropper of {self.item_type}"
+        )
 
     def set_project_path_resolver(self, resolver: ProjectPathResolver) -> None:
         self.resolve_project_path = _set_once(

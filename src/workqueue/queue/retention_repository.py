@@ -1,4 +1,5 @@
-"""SQL of item retention: delete finished items, and every row about them, in batches.
+"""SQL of item retention: delete finished items, and every row about them, in batches;
+empty old finished items of their contents (`retention.content_days`, the safety sweep).
 
 An item is finished when its phase is `completed`, `failed` or `cancelled`;
 it counts as finished since its last change (`updated_at`), so an item
@@ -11,6 +12,7 @@ key (audit entries, outbox deliveries) are deleted here explicitly.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 
@@ -115,3 +117,38 @@ def count_finished(session: Session, *, cutoff: datetime) -> PruneCounts:
     """What a prune with this cutoff would delete now (for `--dry-run`)."""
     row = session.execute(_COUNT_FINISHED, {"cutoff": cutoff}).one()
     return PruneCounts(*(int(value) for value in row))
+
+
+# One batch of the contents drop: the oldest finished items of one type still
+# holding contents, locked (SKIP LOCKED: another replica's sweep, or a retry or
+# resubmission holding the row, is left alone; a row retried before the lock no
+# longer matches the phase), marked empty. `updated_at` is left as it is: it
+# stays the time the item finished, which `prune` ages from.
+_TAKE_CONTENTS_BATCH = sa.text(
+    """
+    WITH batch AS (
+        SELECT id FROM work_items
+        WHERE content_bytes > 0 AND phase IN ('completed', 'failed', 'cancelled')
+          AND updated_at < :cutoff AND item_type = :item_type
+        ORDER BY updated_at
+        LIMIT :batch_size
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE work_items SET content_bytes = 0, contents_dropped_at = clock_timestamp()
+    FROM batch WHERE work_items.id = batch.id
+    RETURNING work_items.id
+    """
+)
+
+
+def take_finished_contents(
+    session: Session, *, item_type: str, cutoff: datetime, batch_size: int
+) -> list[uuid.UUID]:
+    """Mark up to `batch_size` items of `item_type` finished before `cutoff` as emptied
+    of their contents, and return them: the type drops the contents in the same
+    transaction."""
+    rows = session.execute(
+        _TAKE_CONTENTS_BATCH,
+        {"cutoff": cutoff, "item_type": item_type, "batch_size": batch_size},
+    )
+    return [uuid.UUID(str(row.id)) for row in rows]

@@ -9,11 +9,11 @@ import pytest
 import sqlalchemy as sa
 
 from workqueue.db.transactions import run_in_transaction
+from workqueue.queue.holding_limits import HoldingLimitError, HoldingLimits
 from workqueue.queue.models import Phase
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.schemas import MRWorkItemCreate
 from workqueue.types.mr.submit import (
-    LiveItemLimitError,
     OwnershipConflictError,
     SubmissionRejectedError,
     SubmitOutcome,
@@ -22,6 +22,15 @@ from workqueue.types.mr.submit import (
 )
 
 CONFIG = MRTypeConfig()
+ROOMY = 1_000_000
+
+
+def live_items(limit: int) -> HoldingLimits:
+    return HoldingLimits(
+        max_live_items_per_caller=limit,
+        max_live_items_per_project=ROOMY,
+        max_stored_bytes_per_caller=ROOMY,
+    )
 ISSUER = "https://issuer.example.com"
 
 
@@ -271,13 +280,13 @@ def test_a_caller_at_its_live_item_limit_cannot_create_but_can_update(sessions):
                 body,
                 submitter=Submitter(ISSUER, "bot"),
                 config=CONFIG,
-                max_live_items=2,
+                limits=live_items(2),
             ),
         )
 
     submit_limited(submission(source_branch="workqueue/a"))
     submit_limited(submission(source_branch="workqueue/b"))
-    with pytest.raises(LiveItemLimitError, match="limit 2"):
+    with pytest.raises(HoldingLimitError, match=r"^max_live_items_per_caller \(2\) reached"):
         submit_limited(submission(source_branch="workqueue/c"))
     assert submit_limited(submission(source_branch="workqueue/a", title="v2")).outcome is (
         SubmitOutcome.UPDATED
@@ -298,12 +307,12 @@ def test_concurrent_creations_never_exceed_the_live_item_limit(sessions):
                     submission(source_branch=branch),
                     submitter=Submitter(ISSUER, "bot"),
                     config=CONFIG,
-                    max_live_items=3,
+                    limits=live_items(3),
                 ),
                 attempts=5,
             )
             result = "created"
-        except LiveItemLimitError:
+        except HoldingLimitError:
             result = "limited"
         with lock:
             outcomes[result] += 1

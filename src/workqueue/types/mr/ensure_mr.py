@@ -80,6 +80,9 @@ class EnsureMR:
         periodic empty-diff check one interval from now (this run just checked).
         """
         item = cast("MRWorkItem", context.item)
+        if item.contents_dropped_at is not None:
+            # Retry and resubmission refuse or replace such an item; never push empty files.
+            raise PermanentError("its file contents were dropped after retention.content_days")
         gitlab = self._gitlab
         project = gitlab.project(item.project)
         target = _checked_target(item, project)

@@ -9,6 +9,7 @@ from typing import Any
 from workqueue.queue.registry import TypeRegistry
 from workqueue.types.catalog import InstallContext
 from workqueue.types.gitlab_connection import connect_gitlab
+from workqueue.types.mr import repository
 from workqueue.types.mr.cancel_retry_hooks import MRCancelRetryHooks
 from workqueue.types.mr.check_empty_diff import CheckEmptyDiff
 from workqueue.types.mr.ci_retry import CIRetryExecutor
@@ -49,6 +50,7 @@ def install_mr(registry: TypeRegistry, section: Mapping[str, Any], context: Inst
     )
     registration.add_gauge("ci_retry_breaker_refused", lambda: float(breaker.state().refused_total))
     registration.set_retry_hook(hooks.reopen_on_retry)
+    registration.set_content_dropper(repository.drop_file_contents)
     registration.set_project_path_resolver(
         lambda project: client.project(project).path_with_namespace
     )

@@ -68,6 +68,39 @@ def find_live_item(
     ).one_or_none()
 
 
+# Retention: each file action takes the form lists show (`api.schemas`): no
+# `content`, `previous_path` and `encoding` null when absent, and the `size`
+# and `sha256` of the decoded content (null for actions without content).
+# Computed in PostgreSQL, so a batch of large items never passes through Python.
+_DROP_FILE_CONTENTS = sa.text(
+    """
+    UPDATE mr_details AS details SET file_actions = (
+        SELECT coalesce(jsonb_agg(
+            jsonb_build_object('previous_path', NULL, 'encoding', NULL)
+            || (entry.action - 'content')
+            || jsonb_build_object(
+                'size', octet_length(data.bytes),
+                'sha256', encode(sha256(data.bytes), 'hex'))
+            ORDER BY entry.position), '[]'::jsonb)
+        FROM jsonb_array_elements(details.file_actions) WITH ORDINALITY
+            AS entry(action, position)
+        CROSS JOIN LATERAL (SELECT CASE
+            WHEN jsonb_typeof(entry.action -> 'content') IS DISTINCT FROM 'string' THEN NULL
+            WHEN entry.action ->> 'encoding' = 'base64'
+                THEN decode(entry.action ->> 'content', 'base64')
+            ELSE convert_to(entry.action ->> 'content', 'UTF8')
+        END AS bytes) AS data
+    )
+    WHERE details.id = ANY(:ids)
+    """
+)
+
+
+def drop_file_contents(session: Session, item_ids: Sequence[uuid.UUID]) -> None:
+    """Retention's content dropper: these items' file actions lose their contents."""
+    session.execute(_DROP_FILE_CONTENTS, {"ids": list(item_ids)})
+
+
 def _same_owner_branch_items(item: MRWorkItem) -> sa.Select[uuid.UUID, int | None]:
     # Only the same owner's generations: a cancelled generation of another
     # caller left commits and an MR that are that caller's, not this item's.

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
-from workqueue.queue import ownership_repository
+from workqueue.queue import holding_limits
 from workqueue.queue import repository as queue_repository
 from workqueue.queue.dimensions import DimensionUpdate
+from workqueue.queue.holding_limits import HoldingLimits, Owner
 from workqueue.queue.models import DimensionStatus, Phase
 from workqueue.types.mr import repository
 from workqueue.types.mr.config import MRTypeConfig
@@ -52,14 +53,16 @@ class Submitter:
 
     issuer: str
     identity: str
+    # What `authorization.limits` counts it as; None: its own identity.
+    owner: Owner | None = None
+
+    @property
+    def counted_as(self) -> Owner:
+        return self.owner or holding_limits.identity_owner(self.issuer, self.identity)
 
 
 class OwnershipConflictError(Exception):
     """Another caller's live item holds this branch (HTTP 409); nothing was written."""
-
-
-class LiveItemLimitError(Exception):
-    """The caller already holds its maximum of live items (HTTP 429); nothing was written."""
 
 
 class SubmissionRejectedError(Exception):
@@ -77,15 +80,15 @@ def submit_mr(
     submitter: Submitter,
     config: MRTypeConfig,
     project_path: str | None = None,
-    max_live_items: int | None = None,
+    limits: HoldingLimits | None = None,
 ) -> SubmitResult:
     """Create or update the live item of `(project, source_branch)` for `submitter`.
 
     `project_path` is the project's canonical path as GitLab reported it
     (what authorization matched, and the live key: every spelling of one
     project names one live item); it defaults to `project`. A live item created by another
-    caller is never touched (`OwnershipConflictError`); a new item beyond
-    `max_live_items` of the submitter's is refused (`LiveItemLimitError`).
+    caller is never touched (`OwnershipConflictError`); a new item, or new content,
+    beyond `limits` is refused (`holding_limits.HoldingLimitError`).
     """
     violations = check_submission(
         submission, config, project_path=project_path or submission.project
@@ -99,8 +102,20 @@ def submit_mr(
     key = repository.live_key(canonical_path, branch)
     repository.lock_identity(session, key)
     existing = repository.find_live_item(session, project, branch, key)
+    if existing is not None and existing.phase == Phase.FAILED:
+        # A failed item is finished for retention: the safety sweep may be
+        # dropping its contents right now. Locked, this submission sees the
+        # drop or keeps the sweep off the row until it commits new contents.
+        session.refresh(existing, with_for_update=True)
+        if existing.phase not in (Phase.ACTIVE, Phase.FAILED):
+            existing = None  # cancelled meanwhile: a new generation follows
+    new_bytes = stored_content_bytes(submission)
+    owner = submitter.counted_as
     if existing is None:
-        _check_live_item_limit(session, submitter, max_live_items)
+        if limits is not None:
+            holding_limits.check_new_live_item(
+                session, owner, canonical_path, limits, content_bytes=new_bytes
+            )
         item = _create(session, submission, digest, submitter, canonical_path)
         return SubmitResult(item, SubmitOutcome.CREATED)
     if (existing.caller_issuer, existing.caller_identity) != (submitter.issuer, submitter.identity):
@@ -114,6 +129,17 @@ def submit_mr(
         return SubmitResult(existing, SubmitOutcome.UNCHANGED)
 
     outcome = SubmitOutcome.RETRIED if existing.phase == Phase.FAILED else SubmitOutcome.UPDATED
+    if limits is not None:
+        same_key = existing.limit_key == owner.limit_key
+        holding_limits.check_content_growth(
+            session,
+            owner,
+            limits,
+            item_id=existing.id,
+            old_bytes=existing.content_bytes if same_key else 0,
+            new_bytes=new_bytes,
+        )
+    existing.limit_key = owner.limit_key
     _apply_content(existing, submission, digest)
     # `foreign_head_sha` is deliberately kept: new content does not entitle
     # the service to overwrite a human's commits. ensure_mr clears it only
@@ -127,21 +153,6 @@ def submit_mr(
     )
     session.refresh(existing)
     return SubmitResult(existing, outcome)
-
-
-def _check_live_item_limit(
-    session: Session, submitter: Submitter, max_live_items: int | None
-) -> None:
-    if max_live_items is None:
-        return
-    # Serialised per caller, so concurrent creations cannot overshoot together.
-    ownership_repository.lock_caller(session, submitter.issuer, submitter.identity)
-    held = ownership_repository.live_item_count(session, submitter.issuer, submitter.identity)
-    if held >= max_live_items:
-        raise LiveItemLimitError(
-            f"{submitter.identity} already holds {held} live items (limit {max_live_items}); "
-            "let some finish or cancel them first"
-        )
 
 
 def _create(
@@ -159,6 +170,7 @@ def _create(
         actionable=True,
         caller_identity=submitter.identity,
         caller_issuer=submitter.issuer,
+        limit_key=submitter.counted_as.limit_key,
         project_path=project_path,
         live_key=repository.live_key(project_path, branch),
         generation=generation,
@@ -185,3 +197,15 @@ def _apply_content(item: MRWorkItem, submission: MRWorkItemCreate, digest: str) 
     item.auto_merge = submission.auto_merge
     item.file_actions = [action.model_dump(mode="json") for action in submission.file_actions]
     item.content_hash = digest
+    item.content_bytes = stored_content_bytes(submission)
+    item.contents_dropped_at = None
+
+
+def stored_content_bytes(submission: MRWorkItemCreate) -> int:
+    """Bytes the submission's file contents take as stored: the UTF-8 of each `content`
+    string, base64 text as sent (what the database holds and retention drops)."""
+    return sum(
+        len(content.encode("utf-8"))
+        for action in submission.file_actions
+        if isinstance(content := getattr(action, "content", None), str)
+    )
