@@ -149,3 +149,58 @@ def test_queues_are_listed_within_the_callers_read_scope(client, simulator, issu
     )
     assert filtered.json()["items"] == []
     assert client.get("/api/trunk/queues").status_code == 401
+
+
+def test_a_sha_that_is_not_the_branch_head_now_is_422_on_sha(client, simulator, issuer, key):
+    """An ancestor of the head (it landed, newer commits followed), a commit of another
+    branch and a branch that is gone: each a 422 on `sha`, and nothing is stored."""
+    older = simulator.branch_head(APP, "main")
+    simulator.push(APP, "main", {"newer.txt": "x\n"})
+    side = simulator.push(APP, "workqueue/side", {"side.txt": "x\n"})
+    for sha in (older, side):
+        answer = client.post(
+            "/api/work-items/trunk",
+            json={"project": APP, "branch": "main", "sha": sha},
+            headers=ci_job(issuer, key),
+        )
+        assert answer.status_code == 422, answer.text
+        (error,) = answer.json()["detail"]
+        assert (error["loc"], error["type"]) == (["body", "sha"], "not_branch_head")
+        assert "is not the current head of main" in error["msg"]
+    simulator.delete_branch(APP, "main")
+    gone = client.post(
+        "/api/work-items/trunk",
+        json={"project": APP, "branch": "main", "sha": older},
+        headers=ci_job(issuer, key),
+    )
+    assert gone.status_code == 422, gone.text
+    assert gone.json()["detail"][0]["loc"] == ["body", "sha"]
+    assert "does not exist" in gone.json()["detail"][0]["msg"]
+    listed = client.get(
+        "/api/work-items", params={"item_type": "trunk"}, headers=ci_job(issuer, key)
+    )
+    assert listed.json()["items"] == []
+
+
+def test_gitlab_failing_to_show_the_branch_head_is_502_and_nothing_is_stored(
+    client, simulator, issuer, key
+):
+    sha = simulator.branch_head(APP, "main")
+    simulator.inject_fault("GET", "/projects/:id/repository/branches/:branch", status=503)
+    answer = client.post(
+        "/api/work-items/trunk",
+        json={"project": APP, "branch": "main", "sha": sha},
+        headers=ci_job(issuer, key),
+    )
+    assert answer.status_code == 502, answer.text
+    assert answer.json()["detail"].startswith("GitLab branches.get: 503")
+    listed = client.get(
+        "/api/work-items", params={"item_type": "trunk"}, headers=ci_job(issuer, key)
+    )
+    assert listed.json()["items"] == []
+    again = client.post(
+        "/api/work-items/trunk",
+        json={"project": APP, "branch": "main", "sha": sha},
+        headers=ci_job(issuer, key),
+    )
+    assert again.status_code == 201, again.text

@@ -31,8 +31,9 @@ from workqueue.queue.audit import AuditEntry
 from workqueue.queue.holding_limits import HoldingLimitError
 from workqueue.queue.read_repository import VisibilityGrant
 from workqueue.types.trunk import repository as trunk_repository
-from workqueue.types.trunk.config import TrunkTypeConfig
+from workqueue.types.trunk.config import TrunkQueueConfig, TrunkTypeConfig
 from workqueue.types.trunk.ingest import Submitter, ingest_head
+from workqueue.types.trunk.install import InstalledTrunk
 from workqueue.types.trunk.models import TRUNK_ITEM_TYPE
 
 router = APIRouter(tags=["trunk"])
@@ -68,12 +69,33 @@ class TrunkQueuePage(BaseModel):
     next_cursor: str | None = None
 
 
-def _trunk_config(runtime: Runtime) -> TrunkTypeConfig:
+def _installed(runtime: Runtime) -> InstalledTrunk:
     if TRUNK_ITEM_TYPE not in runtime.registry:
         raise HTTPException(status_code=404, detail="this service does not handle trunk items")
-    config = runtime.registry.get(TRUNK_ITEM_TYPE).config
-    assert isinstance(config, TrunkTypeConfig)  # noqa: S101 - set by install_trunk
-    return config
+    installed = runtime.registry.get(TRUNK_ITEM_TYPE).config
+    assert isinstance(installed, InstalledTrunk)  # noqa: S101 - set by install_trunk
+    return installed
+
+
+def _trunk_config(runtime: Runtime) -> TrunkTypeConfig:
+    return _installed(runtime).config
+
+
+def _require_branch_head(installed: InstalledTrunk, queue: TrunkQueueConfig, sha: str) -> None:
+    """422 on the sha unless it is the branch's head now (one GitLab read; a GitLab error
+    answers 502): a caller cannot name a commit that never landed, or one that did
+    but is not the newest, so nothing it names is built on the protected branch."""
+    head = installed.read_head(queue)
+    if head == sha:
+        return
+    problem = (
+        f"branch {queue.branch} of {queue.project} does not exist"
+        if head is None
+        else f"{sha} is not the current head of {queue.branch} in {queue.project}"
+    )
+    raise RequestValidationError(
+        [{"loc": ("body", "sha"), "msg": problem, "type": "not_branch_head", "input": sha}]
+    )
 
 
 @router.post(
@@ -89,14 +111,19 @@ def _trunk_config(runtime: Runtime) -> TrunkTypeConfig:
             408,
             413,
             429,
-            descriptions={404: "This service does not handle trunk items"},
+            502,
+            descriptions={
+                404: "This service does not handle trunk items",
+                502: "GitLab failed while reading the branch head; nothing was stored",
+            },
         ),
     },
 )
 def ingest(
     body: TrunkHeadCreate, response: Response, runtime: RuntimeDep, caller: CallerDep
 ) -> SubmitResponse:
-    """Ingest a landed head by hand: 201 with a new item, 200 with the existing one."""
+    """Ingest a landed head by hand: 201 with a new item, 200 with the existing one.
+    The sha must be the branch's current head on GitLab (else 422 on `sha`)."""
     config = _trunk_config(runtime)
     project_path = authorize_submission(runtime, caller, TRUNK_ITEM_TYPE, body.project)
     queue = config.queue(project_path, body.branch) or config.queue(body.project, body.branch)
@@ -111,6 +138,7 @@ def ingest(
                 }
             ]
         )
+    _require_branch_head(_installed(runtime), queue, body.sha)
     submitter = Submitter(issuer=caller.issuer_key, identity=caller.identity)
     owner, limits = owner_of(runtime, caller), holding_limits_of(runtime)
 

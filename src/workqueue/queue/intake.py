@@ -105,6 +105,22 @@ def store_deliveries(session: Session, deliveries: Sequence[NewDelivery]) -> lis
     return ["accepted" if index in stored else "duplicate" for index in range(len(deliveries))]
 
 
+def store_for_later(
+    session: Session, *, source: str, event_type: str, body: Mapping[str, Any]
+) -> None:
+    """Keep something to resolve in a later round, from inside a resolution: a creator
+    that needs an outside service which is down right now stores a delivery of its own
+    this way instead of raising (which would retry the batch one by one at once, then
+    drop the delivery).
+
+    No de-duplication and no wake-up: the next round takes it (the next delivery
+    stored, or the safety sweep), never a tight loop; pacing the service itself
+    is the type's business. `event_type` must be routed. Flushes nothing.
+    """
+    delivery = new_delivery(source=source, delivery_key=None, event_type=event_type, body=body)
+    intake_repository.store_quietly(session, delivery)
+
+
 @dataclass
 class ResolvedBatch:
     """What one resolver transaction did; `item_ids` were created or got an event."""

@@ -52,6 +52,14 @@ WITH incoming AS (
 SELECT ordinal, pg_notify('{channel}', '') FROM chosen
 """.replace("{channel}", INTAKE_CHANNEL)
 
+# A delivery stored for a later round by the resolver itself: no de-duplication
+# record and no NOTIFY, so the resolver that keeps it does not wake itself into
+# a loop; its next round (the next delivery, or the safety sweep) takes it.
+_STORE_QUIETLY_SQL = """
+INSERT INTO incoming_deliveries (delivery_key, source, event_type, body)
+VALUES (%s, %s, %s, CAST(%s AS jsonb))
+"""
+
 # Claiming deletes: the rows stay locked by this transaction until it ends,
 # and come back unresolved if it rolls back or its replica dies before
 # committing, so claim and forget are one statement. Rows another replica is
@@ -114,6 +122,14 @@ def store_many(session: Session, deliveries: Sequence[NewDelivery]) -> set[int]:
     }
     rows = _driver(session).execute(_STORE_MANY_SQL, params).fetchall()
     return {int(row[0]) for row in rows}
+
+
+def store_quietly(session: Session, delivery: NewDelivery) -> None:
+    """Store one delivery without recording its key or waking anyone (see the SQL)."""
+    _driver(session).execute(
+        _STORE_QUIETLY_SQL,
+        (delivery.delivery_key, delivery.source, delivery.event_type, delivery.body_json),
+    )
 
 
 def claim(session: Session, limit: int) -> list[StoredDelivery]:

@@ -33,7 +33,7 @@ SUPPORT = Path(__file__).resolve().parents[2] / "support"
 
 
 def _ingest(sessions, registry, sha):
-    config = registry.get("trunk").config
+    config = registry.get("trunk").config.config
     assert isinstance(config, TrunkTypeConfig)
     return run_in_transaction(
         sessions,

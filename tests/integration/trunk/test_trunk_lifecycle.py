@@ -44,6 +44,14 @@ def hook(sessions, registry, payload, key=None) -> str:
     ).status
 
 
+def landed(sessions, registry, simulator) -> str:
+    """A head lands and its Push Hook is resolved at once (the hook is only a hint:
+    the service reads the head from GitLab then)."""
+    sha = land(simulator)
+    hook(sessions, registry, push_hook(simulator, sha))
+    return sha
+
+
 def manager(sessions, registry, conninfo):
     return running_manager(
         sessions, registry, fast_config(), handled_types=["trunk"], conninfo=conninfo
@@ -147,9 +155,7 @@ def test_max_concurrent_two_keeps_the_newest_two_and_adopts_the_highest_green(
         wait_until(lambda: building(sessions, b), what="B building alongside A")
         assert in_flight(sessions) == 2
         assert head(sessions, b).build_strategy == "full"  # pinned at admission: no green yet
-        c, d, e = land(simulator), land(simulator), land(simulator)
-        for sha in (c, d, e):
-            hook(sessions, registry, push_hook(simulator, sha))
+        c, d, e = (landed(sessions, registry, simulator) for _ in range(3))
         # Only the newest two wait; C is superseded though no slot was free.
         wait_until(lambda: state_is(sessions, c, "superseded"), what="C superseded")
         assert state_is(sessions, d, "accepted")
@@ -173,9 +179,11 @@ def test_max_concurrent_two_keeps_the_newest_two_and_adopts_the_highest_green(
 
 
 def test_two_managers_with_shuffled_duplicated_hooks_converge(sessions, conninfo, simulator):
+    """Heads land in rounds; after each, every Push Hook so far is delivered twice in a
+    shuffled order. A hook is only a hint, so each round ingests its newest head,
+    whatever `after` the (mostly stale) hooks carry."""
     registry = trunk_registry(simulator.url, queue={"max_concurrent": 2})
     rng = random.Random(7)  # noqa: S311 - a reproducible shuffle, not a secret
-    shas = [land(simulator) for _ in range(12)]
     stop = threading.Event()
     finished: set[int] = set()
     greens_seen: list[int] = []
@@ -196,17 +204,22 @@ def test_two_managers_with_shuffled_duplicated_hooks_converge(sessions, conninfo
                 greens_seen.append(int(row.last_green_sequence))
             stop.wait(0.05)
 
+    round_heads: list[str] = []
     with manager(sessions, registry, conninfo), manager(sessions, registry, conninfo):
         thread = threading.Thread(target=play_ci, daemon=True)
         thread.start()
         try:
-            deliveries = [push_hook(simulator, sha) for sha in shas] * 2
-            rng.shuffle(deliveries)
-            for payload in deliveries:
-                hook(sessions, registry, payload)
+            deliveries: list[dict] = []
+            for _ in range(8):
+                shas = [land(simulator) for _ in range(rng.randint(1, 2))]
+                round_heads.append(shas[-1])
+                deliveries += [push_hook(simulator, sha) for sha in shas] * 2
+                rng.shuffle(deliveries)
+                for payload in deliveries:
+                    hook(sessions, registry, payload)
             wait_until(
                 lambda: (
-                    len(heads(sessions)) == len(shas)
+                    len(heads(sessions)) == len(round_heads)
                     and all(h.phase != "active" for h in heads(sessions).values())
                 ),
                 timeout=60,
@@ -218,6 +231,7 @@ def test_two_managers_with_shuffled_duplicated_hooks_converge(sessions, conninfo
             thread.join(10)
 
     final = heads(sessions)
+    assert set(final) == set(round_heads)
     assert {h.state for h in final.values()} <= {"succeeded", "superseded", "failed"}
     with sessions() as session:
         processing = session.execute(

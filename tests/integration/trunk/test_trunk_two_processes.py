@@ -222,7 +222,7 @@ def test_two_service_processes_with_shuffled_duplicated_hooks(database_url, sess
             time.sleep(push_rng.uniform(0.0, 0.6))
         wait_until(
             lambda: (
-                len(heads(sessions)) == len(shas)
+                shas[-1] in heads(sessions)
                 and all(h.phase != "active" for h in heads(sessions).values())
             ),
             timeout=45,
@@ -240,7 +240,10 @@ def test_two_service_processes_with_shuffled_duplicated_hooks(database_url, sess
 
 def assert_converged(sessions, simulator, shas: list[str], samples) -> None:
     final = heads(sessions)
-    assert {h.sha for h in final.values()} == set(shas)
+    # A hook is a hint: the head read when it is resolved is ingested, so heads that
+    # landed together (or before earlier hooks were resolved) coalesce at ingest.
+    assert {h.sha for h in final.values()} <= set(shas)
+    assert shas[-1] in final
     assert {h.state for h in final.values()} <= {"succeeded", "superseded", "failed"}
     assert sample(sessions)[:2] == (0, 0)
     # At every moment observed: the counter is the truth, and the cap held.

@@ -2,7 +2,8 @@
 
 A, D and F are validated; B, C and E are superseded without a build; the slot
 count is checked at every step and last green moves A → D → F. Every hook is
-then delivered again (same key: duplicate; new key: a no-op) at every state.
+then delivered again (same key: duplicate; new key: a no-op, since the head it
+makes the service read is known) at every state.
 """
 
 from __future__ import annotations
@@ -33,6 +34,15 @@ def test_heads_a_to_f_validate_a_d_f_and_supersede_b_c_e(  # noqa: PLR0915 - one
         delivered.append((payload, key))
         return deliver(client, simulator, payload, key)
 
+    def lands() -> str:
+        """A head lands and its Push Hook is resolved (the hook is a hint: the head is
+        read from GitLab when the hook is resolved, so each is resolved before the next
+        lands, as heads landing minutes apart would be)."""
+        sha = land(simulator)
+        assert send(push_hook(simulator, sha)) == "accepted"
+        wait_until(lambda: head(sessions, sha) is not None, what=f"head {sha} ingested")
+        return sha
+
     def redeliver_everything() -> None:
         """Every hook so far, again: once with its own key, once as a new delivery."""
         for payload, key in delivered:
@@ -40,16 +50,13 @@ def test_heads_a_to_f_validate_a_d_f_and_supersede_b_c_e(  # noqa: PLR0915 - one
             deliver(client, simulator, payload)
 
     with trunk_app(database_url, simulator) as client:
-        a = land(simulator)
-        assert send(push_hook(simulator, a)) == "accepted"
+        a = lands()
         wait_until(lambda: building(sessions, a), what="A building")
         assert in_flight(sessions) == 1
         assert head(sessions, a).build_strategy == "full"  # cold start: no last green
         assert head(sessions, a).base_sha is None
 
-        b, c, d = land(simulator), land(simulator), land(simulator)
-        for sha in (b, c, d):
-            send(push_hook(simulator, sha))
+        b, c, d = lands(), lands(), lands()
         wait_until(
             lambda: state_is(sessions, b, "superseded") and state_is(sessions, c, "superseded"),
             what="B and C superseded",
@@ -71,9 +78,7 @@ def test_heads_a_to_f_validate_a_d_f_and_supersede_b_c_e(  # noqa: PLR0915 - one
         assert in_flight(sessions) == 1
         assert (head(sessions, d).build_strategy, head(sessions, d).base_sha) == ("incremental", a)
 
-        e, f = land(simulator), land(simulator)
-        send(push_hook(simulator, e))
-        send(push_hook(simulator, f))
+        e, f = lands(), lands()
         wait_until(lambda: state_is(sessions, e, "superseded"), what="E superseded")
         assert state_is(sessions, f, "accepted")
         assert in_flight(sessions) == 1

@@ -9,10 +9,17 @@ earlier validation of the head (before a retry), whose
 `WORKQUEUE_TRUNK_REQUEST` variable is the head's id. Admission is committed
 before this runs (a step of its own), so the strategy and base a found
 pipeline carries are always the recorded ones.
+
+Only a pipeline that does not exist yet needs the head to still be on its
+branch (`branch_heads.read_place`): the pipeline runs on the branch, with its
+protected variables and runners, and checks out `WORKQUEUE_TRUNK_SHA`, so a
+sha the branch no longer holds (force-pushed away) is never built there. A
+pipeline found again was triggered after that same check.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 
 from sqlalchemy.orm import Session
@@ -20,6 +27,7 @@ from sqlalchemy.orm import Session
 from workqueue.gitlab.client import GitLabClient
 from workqueue.gitlab.models import PipelineInfo
 from workqueue.types.trunk import repository
+from workqueue.types.trunk.branch_heads import BranchPlace, read_place
 from workqueue.types.trunk.config import TrunkQueueConfig
 from workqueue.types.trunk.models import TrunkWorkItem
 
@@ -66,14 +74,26 @@ def existing_pipeline(
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class Build:
+    """What making sure of the head's pipeline did."""
+
+    pipeline: PipelineInfo | None  # None: nothing built, the head left its branch
+    triggered: bool  # False: found again (or not built)
+    place: BranchPlace | None = None  # read before a trigger; None when found again
+
+
 def ensure_pipeline(
     session: Session, client: GitLabClient, item: TrunkWorkItem, queue: TrunkQueueConfig
-) -> tuple[PipelineInfo, bool]:
-    """The head's pipeline and whether it was triggered now (False: found again)."""
+) -> Build:
+    """The head's pipeline: found again, else triggered if the head is still on its branch."""
     found = existing_pipeline(session, client, item, queue)
     if found is not None:
-        return found, False
+        return Build(found, triggered=False)
+    place = read_place(client, queue, item.sha)
+    if not place.place.on_branch:
+        return Build(None, triggered=False, place=place)
     triggered = client.trigger_pipeline(
         queue.project, ref=queue.branch, variables=pipeline_variables(item, queue)
     )
-    return triggered, True
+    return Build(triggered, triggered=True, place=place)

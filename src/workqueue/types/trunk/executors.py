@@ -3,7 +3,9 @@
 `process` follows `decider.plan_process` on a fresh read of the queue row:
 
 * superseded / succeeded / failed / cancelled: nothing;
-* processing: make sure its one pipeline exists (found again, else triggered);
+* processing: make sure its one pipeline exists (found again, else triggered
+  if the head is still on its branch: the head or an ancestor of it; a head
+  the branch no longer holds is superseded unbuilt and frees its slot);
 * accepted and a newer head is kept instead: superseded, no slot used;
 * accepted, newest, every slot taken: deferred `gate_recheck_seconds` (the
   engine's deferral burns no attempt) and re-decided, coalescing first, on
@@ -183,7 +185,7 @@ class TrunkExecutors:
             self._finish(context, item, TrunkState.FAILED, "no pipeline before the build deadline")
             return
         try:
-            pipeline, triggered = ensure_pipeline(context.session, self._client, item, queue)
+            build = ensure_pipeline(context.session, self._client, item, queue)
         except RetryableGitLabError as error:
             context.audit("trunk_build_deferred", str(error), queue=item.queue)
             context.defer(TrunkDimension.NEEDS_PROCESS, self._until_deadline(item, context.now))
@@ -193,11 +195,24 @@ class TrunkExecutors:
                 context, item, TrunkState.FAILED, f"GitLab refused the validation pipeline: {error}"
             )
             return
+        pipeline = build.pipeline
+        if pipeline is None:
+            assert build.place is not None  # noqa: S101 - only a read place stops a build
+            reason = build.place.describe(item.sha, queue.branch)
+            context.audit(
+                "trunk_left_branch",
+                reason,
+                queue=item.queue,
+                place=str(build.place.place),
+                branch_head=build.place.head,
+            )
+            self._finish(context, item, TrunkState.SUPERSEDED, f"superseded: {reason}")
+            return
         item.pipeline_id = pipeline.id
         item.pipeline_url = pipeline.web_url or None
         item.pipeline_status = pipeline.status
         context.audit(
-            "trunk_pipeline_triggered" if triggered else "trunk_pipeline_found",
+            "trunk_pipeline_triggered" if build.triggered else "trunk_pipeline_found",
             f"pipeline {pipeline.id}",
             queue=item.queue,
             pipeline_id=pipeline.id,
@@ -254,6 +269,9 @@ class TrunkExecutors:
             return  # a person cancelled it first; that transaction released the slot
         if outcome is TrunkState.SUCCEEDED:
             item.completion_reason = CompletionReason.GREEN.value
+            context.set_phase(Phase.COMPLETED, message)
+        elif outcome is TrunkState.SUPERSEDED:
+            item.completion_reason = CompletionReason.SUPERSEDED.value
             context.set_phase(Phase.COMPLETED, message)
         elif outcome is TrunkState.CANCELLED:
             context.set_phase(Phase.CANCELLED, message)

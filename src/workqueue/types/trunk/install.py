@@ -1,20 +1,38 @@
-"""Registers the `trunk` type: config section, decider, executors, events, push creator."""
+"""Registers the `trunk` type: config section, decider, executors, events, push creators."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from workqueue.queue.registry import TypeRegistry
 from workqueue.types.catalog import InstallContext
 from workqueue.types.gitlab_connection import connect_gitlab
-from workqueue.types.trunk.config import TrunkTypeConfig
+from workqueue.types.trunk.branch_heads import PushHeadReads, read_head
+from workqueue.types.trunk.config import TrunkQueueConfig, TrunkTypeConfig
 from workqueue.types.trunk.decider import PROCESS, RECORD, decide_trunk
 from workqueue.types.trunk.event_handlers import register_trunk_events
 from workqueue.types.trunk.executors import TrunkExecutors
 from workqueue.types.trunk.hooks import TrunkHooks
-from workqueue.types.trunk.ingest import push_creator
+from workqueue.types.trunk.ingest import READ_HEAD_EVENT, kept_hint_creator, push_creator
 from workqueue.types.trunk.models import TRUNK_ITEM_TYPE, TrunkWorkItem
+
+
+@dataclass(frozen=True, slots=True)
+class InstalledTrunk:
+    """What the type's routes get as `registration.config`: the validated section, and
+    the queue's branch head as GitLab reports it now (None: no such branch; GitLab
+    errors propagate)."""
+
+    config: TrunkTypeConfig
+    read_head: Callable[[TrunkQueueConfig], str | None]
+
+    @property
+    def gitlab_url(self) -> str:
+        """The instance the type talks to: generic code reads it from every type's
+        registered config (e.g. to check a webhook's project with that instance)."""
+        return self.config.gitlab_url
 
 
 def install_trunk(
@@ -24,13 +42,16 @@ def install_trunk(
     client = connect_gitlab("trunk", config.gitlab_url, context)
     executors = TrunkExecutors(client, config)
     hooks = TrunkHooks(config)
+    installed = InstalledTrunk(config, lambda queue: read_head(client, queue))
     registration = registry.register(
-        TRUNK_ITEM_TYPE, model=TrunkWorkItem, decider=decide_trunk, config=config
+        TRUNK_ITEM_TYPE, model=TrunkWorkItem, decider=decide_trunk, config=installed
     )
     registration.add_executor(PROCESS, executors.process)
     registration.add_executor(RECORD, executors.record)
     register_trunk_events(registration)
-    registration.add_creator("push", push_creator(config))
+    reads = PushHeadReads(client)
+    registration.add_creator("push", push_creator(config, reads))
+    registration.add_creator(READ_HEAD_EVENT, kept_hint_creator(config, reads))
     registration.set_cancel_hook(hooks.cancel)
     registration.set_retry_hook(hooks.retry)
     registration.set_failure_hook(hooks.failed)
