@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from workqueue.api.webhook_config import WebhooksConfig
 from workqueue.attention.config import AttentionConfig
 from workqueue.auth.config import AuthorizationConfig
 from workqueue.queue.audit_config import AuditConfig
@@ -32,6 +33,7 @@ class ServiceConfig(BaseModel):
     notifications: NotificationsConfig = Field(default_factory=NotificationsConfig)
     attention: AttentionConfig = Field(default_factory=AttentionConfig)
     audit: AuditConfig = Field(default_factory=AuditConfig)
+    webhooks: WebhooksConfig = Field(default_factory=WebhooksConfig)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
     # Each item type validates its own section when the registry is built.
     handled_types: dict[str, dict[str, Any] | None] = Field(default_factory=dict)

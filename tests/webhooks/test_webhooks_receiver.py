@@ -22,7 +22,8 @@ from webhook_support import (
     webhook_app,
 )
 
-from workqueue.api.webhooks import WebhookSecrets, delivery_key, gitlab_event_type
+from workqueue.api.webhook_secrets import WebhookSecrets
+from workqueue.api.webhooks import delivery_key, gitlab_event_type
 from workqueue.db.url import libpq_conninfo
 from workqueue.queue.repository import WAKE_CHANNEL
 from workqueue.testing.gitlab_simulator import ZERO_SHA

@@ -12,7 +12,7 @@ import boto3
 import pytest
 import sqlalchemy as sa
 from moto.server import ThreadedMotoServer
-from webhook_support import deliveries, make_item, mr_registry, pending
+from webhook_support import deliveries, install_context, make_item, mr_registry, pending
 
 from workqueue.api import sqs_consumer
 from workqueue.api.sqs_consumer import (
@@ -22,6 +22,7 @@ from workqueue.api.sqs_consumer import (
     parse_message,
     sqs_location,
 )
+from workqueue.api.webhook_projects import ProjectDirectory
 from workqueue.db.engine import build_engine, build_sessions
 from workqueue.queue.intake import store_delivery
 from workqueue.queue.intake_loop import IntakeResolver
@@ -63,6 +64,13 @@ def registry(simulator):
 
 
 @pytest.fixture
+def projects(registry):
+    directory = ProjectDirectory.for_registry(registry, install_context())
+    yield directory
+    directory.close()
+
+
+@pytest.fixture
 def item(sessions, registry, world):
     return make_item(
         sessions,
@@ -79,16 +87,18 @@ class Woken(list[uuid.UUID]):
     """Items the intake resolver woke; `wake` tells the resolver a delivery was stored."""
 
     wake: Callable[[], None]
+    projects: ProjectDirectory  # the consumers' GitLab check of each body's project
 
 
 @pytest.fixture
-def notified(sessions, registry) -> Iterator[Woken]:
+def notified(sessions, registry, projects) -> Iterator[Woken]:
     """The intake resolver runs beside the consumer, as in the service."""
     woken = Woken()
     resolver = IntakeResolver(
         sessions=sessions, registry=registry, on_items=woken.extend, sweep_seconds=60
     )
     woken.wake = resolver.wake
+    woken.projects = projects
     resolver.start()
     yield woken
     resolver.stop(timeout=10)
@@ -100,6 +110,7 @@ def make_consumer(sqs, queue_url, sessions, registry, notified, **options):
         queue_url=queue_url,
         sessions=sessions,
         registry=registry,
+        projects=notified.projects,
         on_stored=notified.wake,
         wait_seconds=options.pop("wait_seconds", 0),
         **options,
@@ -353,10 +364,18 @@ def test_build_sqs_consumer_from_the_settings(
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
     monkeypatch.delenv("WORKQUEUE_SERVICE_EVENTS_QUEUE_URL", raising=False)
-    assert build_sqs_consumer(Settings(), sessions=sessions, registry=registry) is None
+    unset = build_sqs_consumer(
+        Settings(), sessions=sessions, registry=registry, projects=notified.projects
+    )
+    assert unset is None
     settings = Settings(WORKQUEUE_SERVICE_EVENTS_QUEUE_URL=queue_url)
     consumer = build_sqs_consumer(
-        settings, sessions=sessions, registry=registry, on_stored=notified.wake, wait_seconds=1
+        settings,
+        sessions=sessions,
+        registry=registry,
+        projects=notified.projects,
+        on_stored=notified.wake,
+        wait_seconds=1,
     )
     assert consumer is not None
     sqs.send_message(

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from workqueue.api import webhooks
 from workqueue.api.app import create_app
 from workqueue.api.deps import Runtime
+from workqueue.api.webhook_secrets import WebhookSecrets
 from workqueue.config import ServiceConfig
 from workqueue.gitlab.client import GitLabClient
 from workqueue.queue.registry import ItemTypeRegistration, TypeRegistry
@@ -44,7 +45,7 @@ def wire_webhooks(app: FastAPI, settings: Settings) -> None:
     together with the route)."""
     if not hasattr(app.state, webhooks.STATE_KEY):
         app.include_router(webhooks.router)
-        setattr(app.state, webhooks.STATE_KEY, webhooks.WebhookSecrets.from_settings(settings))
+        setattr(app.state, webhooks.STATE_KEY, WebhookSecrets.from_settings(settings))
 
 
 def ensure_mr_resolvers(registration: ItemTypeRegistration) -> None:

@@ -39,6 +39,8 @@ from workqueue.api.sqs_consumer import SqsEventConsumer, build_sqs_consumer, sqs
 from workqueue.api.strict_json import StrictJSONBodies
 from workqueue.api.unavailable import answer_database_outages
 from workqueue.api.validation_errors import validation_error_answer
+from workqueue.api.webhook_projects import ProjectDirectory
+from workqueue.api.webhook_secrets import WebhookSecrets
 from workqueue.attention.reconciler import AttentionReconciler
 from workqueue.config import ServiceConfig
 from workqueue.db.engine import (
@@ -118,7 +120,9 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
     # Audit entries also go to the database history, with its own sessions.
     history = AuditHistory(build_sessions(engine), retention=config.audit.retention)
     audit = build_audit_log(settings, history=history)
-    webhook_secrets = webhooks.WebhookSecrets.from_settings(settings)
+    webhook_secrets = WebhookSecrets.from_settings(settings, config.webhooks)
+    # GitLab's id <-> path answers for webhook and SQS bodies (one client per gitlab_url).
+    webhook_projects = ProjectDirectory.for_registry(registry, context)
     observability = Observability.start(settings)  # Sentry, traces: closed by the lifespan
 
     @asynccontextmanager
@@ -158,6 +162,7 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
             registry=registry,
             on_stored=manager.intake.stored_here,  # its NOTIFY wakes the resolver
             metrics=service_metrics,
+            projects=webhook_projects,
         )
         loop_lag.start()
         manager.start()
@@ -176,6 +181,7 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
                 lambda: attention.stop(timeout=30),
                 audit.close,
                 gate.close,
+                webhook_projects.close,
                 engine.dispose,
                 probe_engine.dispose,
                 intake_engine.dispose,
@@ -199,6 +205,7 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
     app.state.metrics = service_metrics
     app.state.probe_engine = probe_engine
     app.state.webhook_secrets = webhook_secrets
+    app.state.webhook_projects = webhook_projects
     # The last added runs first: authenticate, then read the body, then route.
     app.add_middleware(webhooks.WebhookReceiver)  # the webhook, without the router
     app.add_middleware(

@@ -14,6 +14,11 @@ processed by their own work-item threads (DDR-29/30).
   attribute (SNS or SQS attribute, name case-insensitive).
 * Delivery key: the SNS `MessageId` (the SQS `MessageId` for raw messages):
   the same notification delivered twice is stored once.
+* A message carries no credential, so its event is a hint like any hook
+  (the handlers confirm with GitLab before anything ends, is admitted or
+  merged), and one whose project id and path name different projects on
+  GitLab (`api.webhook_projects.contradiction`) is deleted with a warning,
+  not stored; when GitLab cannot be asked, the message stays and comes back.
 * A message is deleted only after its delivery is committed (DDR-31): a crash
   in between redelivers it, which the delivery key makes harmless. A message
   that is not JSON (poison) is deleted with a warning; one whose storage fails
@@ -37,6 +42,11 @@ from urllib.parse import urlsplit
 from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.api.metrics import ServiceMetrics
+from workqueue.api.webhook_projects import (
+    ProjectDirectory,
+    ProjectLookupUnavailable,
+    contradiction,
+)
 from workqueue.api.webhooks import GITLAB_EVENT_TYPES, gitlab_event_type
 from workqueue.db.errors import is_database_unavailable
 from workqueue.db.transactions import run_in_transaction
@@ -122,6 +132,7 @@ class SqsEventConsumer:
         queue_url: str,
         sessions: sessionmaker[Session],
         registry: TypeRegistry,
+        projects: ProjectDirectory,
         on_stored: Callable[[], None] | None = None,
         metrics: ServiceMetrics | None = None,
         wait_seconds: int = DEFAULT_WAIT_SECONDS,
@@ -129,8 +140,9 @@ class SqsEventConsumer:
         max_backoff_seconds: float = 30.0,
         close_client: bool = False,
     ) -> None:
-        """`on_stored` is called after a batch stored deliveries (wakes the intake
-        resolver); `close_client`: the consumer owns `client` and closes it once stopped."""
+        """`projects` checks each body's project id and path with GitLab; `on_stored`
+        is called after a batch stored deliveries (wakes the intake resolver);
+        `close_client`: the consumer owns `client` and closes it once stopped."""
         if not 0 <= wait_seconds <= 20:
             raise ValueError("wait_seconds must be between 0 and 20 (the SQS limit)")
         if not 1 <= max_messages <= MAX_BATCH:
@@ -139,6 +151,7 @@ class SqsEventConsumer:
         self._queue_url = queue_url
         self._sessions = sessions
         self._registry = registry
+        self._projects = projects
         self._on_stored = on_stored
         self._metrics = metrics
         self._wait_seconds = wait_seconds
@@ -222,6 +235,9 @@ class SqsEventConsumer:
         if event_type is None:
             logger.info("SQS message %s holds no GitLab event type: deleted", message_id)
             return True
+        verdict = self._project_verdict(message_id, event_type, event.body)
+        if verdict is not None:
+            return verdict
         try:
             status: IngestStatus = run_in_transaction(
                 self._sessions,
@@ -246,6 +262,23 @@ class SqsEventConsumer:
             if self._metrics is not None:
                 self._metrics.events_received.labels(SQS_SOURCE).inc()
         logger.debug("SQS message %s: %s", message_id, status)
+        return True
+
+    def _project_verdict(self, message_id: str, event_type: str, body: Any) -> bool | None:
+        """None: store it. True: delete it unstored (its project id and path contradict
+        each other). False: keep it for later (GitLab cannot be asked now)."""
+        if not self._registry.routes_event(event_type):
+            return None  # stored as "ignored" without a look at it
+        try:
+            refused = contradiction(self._projects, body)
+        except ProjectLookupUnavailable as error:
+            logger.warning(
+                "SQS message %s kept, its project cannot be checked: %s", message_id, error
+            )
+            return False
+        if refused is None:
+            return None
+        logger.warning("SQS message %s deleted unstored: %s", message_id, refused)
         return True
 
     def _delete(self, messages: Sequence[MessageTypeDef]) -> None:
@@ -278,6 +311,7 @@ def build_sqs_consumer(
     *,
     sessions: sessionmaker[Session],
     registry: TypeRegistry,
+    projects: ProjectDirectory,
     on_stored: Callable[[], None] | None = None,
     metrics: ServiceMetrics | None = None,
     wait_seconds: int = DEFAULT_WAIT_SECONDS,
@@ -311,6 +345,7 @@ def build_sqs_consumer(
         queue_url=queue_url,
         sessions=sessions,
         registry=registry,
+        projects=projects,
         on_stored=on_stored,
         metrics=metrics,
         wait_seconds=wait_seconds,

@@ -1,42 +1,49 @@
 """`POST /api/webhooks/gitlab`: GitLab webhooks stored for the items they concern.
 
-Rules (see docs API.md, "Webhooks"):
+Rules (see docs API.md, "Webhooks" and "Trust boundary, round 2"):
 
 * `X-Gitlab-Token` must equal one of the configured secrets
-  (`WORKQUEUE_SERVICE_GITLAB_WEBHOOK_SECRET`, comma-separated for rotation),
-  compared in constant time; otherwise 401 and nothing is stored. With no
-  secret configured every delivery is refused (fail closed).
+  (`api.webhook_secrets`: `webhooks.secrets[]` of the config file, each for
+  its projects, and `WORKQUEUE_SERVICE_GITLAB_WEBHOOK_SECRET`, comma-separated
+  for rotation, for every project), compared in constant time; otherwise 401
+  before the body is read, and nothing is stored. With no secret configured
+  every delivery is refused (fail closed).
 * The body must be a JSON object in strict JSON (`api.strict_json`: UTF-8,
   no NaN/Infinity, finite numbers, bounded nesting); 400 otherwise. It is at
   most `MAX_BODY_BYTES` (1 MiB, 413 above), read by the body reader.
 * The event type is the payload's `object_kind` (`merge_request`, `pipeline`,
   `build` for Job Hooks, `note`, `push`, ...), else derived from the
   `X-Gitlab-Event` header.
+* The project the body names must be covered by the secrets the token equals
+  (401 otherwise, the same answer as a wrong token), and its id and path must
+  name one project as GitLab knows them (`api.webhook_projects`; 422 on
+  `["body", "project"]`, or `["body", "project_id"]` when the body's two ids
+  differ). That is the one GitLab call a request may cost, cached, and only
+  once the token matched; GitLab unable to answer is a 503.
 * The delivery key is `Idempotency-Key` (stable across GitLab's retries and
   "Resend"), else `X-Gitlab-Event-UUID`, else `sha256:` + the SHA-256 of the
   raw body (so byte-identical redeliveries from old GitLab versions still
   de-duplicate). A repeated key answers "duplicate" and stores nothing.
 * The answer comes once the delivery is stored (`queue.intake`: its key and
   its body, committed); which items it concerns is resolved behind it, in
-  batches, by the intake resolver. No resolver, creator or GitLab call runs
-  in the request.
+  batches, by the intake resolver. No resolver or creator runs in the request.
 * 200 `{"status": "accepted" | "duplicate" | "ignored"}`: "ignored" for a kind
-  no handled type uses (answered before any SQL); a stored delivery is
-  "accepted" even when it turns out to concern no item, and irrelevant events
-  answer 2xx because GitLab disables hooks that keep failing.
+  no handled type uses (answered before any SQL or GitLab call); a stored
+  delivery is "accepted" even when it turns out to concern no item, and
+  irrelevant events answer 2xx because GitLab disables hooks that keep failing.
 
 The application provides the secrets as `app.state.webhook_secrets`
-(`WebhookSecrets.from_settings(settings)`) and the runtime as
+(`WebhookSecrets.from_settings(settings, config.webhooks)`), the project
+directory as `app.state.webhook_projects` and the runtime as
 `app.state.runtime`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -53,10 +60,12 @@ from workqueue.api.metrics import ServiceMetrics
 from workqueue.api.schemas import error_responses
 from workqueue.api.strict_json import InvalidJSONError, parse_strict_json
 from workqueue.api.unavailable import RETRY_AFTER_SECONDS, UNAVAILABLE_DETAIL
+from workqueue.api.webhook_projects import ProjectDirectory, ProjectLookupUnavailable
+from workqueue.api.webhook_secrets import ProjectScope, WebhookSecrets
 from workqueue.db.errors import is_database_unavailable, is_statement_timeout
+from workqueue.gitlab.hooks import HookProject, hook_project, project_id_conflict
 from workqueue.queue.ingest import IngestStatus
 from workqueue.queue.intake import new_delivery
-from workqueue.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +73,7 @@ WEBHOOK_PATH = "/api/webhooks/gitlab"
 WEBHOOK_SOURCE = "webhook"  # received_deliveries.source
 MAX_BODY_BYTES = 1024 * 1024  # GitLab's largest hooks (pipelines with many jobs) fit
 STATE_KEY = "webhook_secrets"  # app.state attribute holding the WebhookSecrets
+PROJECTS_KEY = "webhook_projects"  # app.state attribute holding the ProjectDirectory
 _BATCHER_KEY = "webhook_intake_batcher"  # app.state attribute holding the IntakeBatcher
 _STORED_COUNTER_KEY = "webhook_stored_counter"  # (ServiceMetrics, its webhook child)
 
@@ -85,52 +95,7 @@ GITLAB_EVENT_TYPES: Mapping[str, str] = {
 _MAX_EVENT_TYPE_LENGTH = 64  # received_deliveries.event_type
 
 _UNAUTHORIZED = "missing or invalid X-Gitlab-Token"
-
-
-class WebhookSecrets:
-    """The accepted `X-Gitlab-Token` values; never printed."""
-
-    __slots__ = ("_secrets",)
-
-    def __init__(self, secrets: Iterable[str]) -> None:
-        self._secrets = tuple(secret.encode("utf-8") for secret in secrets if secret)
-
-    @classmethod
-    def parse(cls, value: str | None) -> WebhookSecrets:
-        """Comma-separated secrets; surrounding whitespace and empty entries are dropped."""
-        return cls(part.strip() for part in (value or "").split(","))
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> WebhookSecrets:
-        raw = settings.gitlab_webhook_secret
-        secrets = cls.parse(raw.get_secret_value() if raw is not None else None)
-        if not secrets:
-            logger.warning(
-                "WORKQUEUE_SERVICE_GITLAB_WEBHOOK_SECRET is not set: %s refuses every "
-                "delivery (401)",
-                WEBHOOK_PATH,
-            )
-        return secrets
-
-    def __bool__(self) -> bool:
-        return bool(self._secrets)
-
-    def __len__(self) -> int:
-        return len(self._secrets)
-
-    def __repr__(self) -> str:
-        return f"WebhookSecrets(<{len(self._secrets)} secrets>)"
-
-    def matches(self, token: str | None) -> bool:
-        """Constant-time comparison against every secret (no early exit on a match)."""
-        if token is None or not self._secrets:
-            return False
-        # Header values arrive decoded as latin-1: recover the bytes GitLab sent.
-        presented = token.encode("latin-1", "replace")
-        matched = False
-        for secret in self._secrets:
-            matched |= hmac.compare_digest(presented, secret)
-        return matched
+_LOOKUP_UNAVAILABLE = "GitLab is unavailable: the delivery's project could not be checked"
 
 
 class WebhookAnswer(BaseModel):
@@ -194,7 +159,8 @@ async def _receive(
     Shared by the route (Starlette's `Headers`) and `WebhookReceiver` (the few
     headers it reads, straight from the scope). `headers` keys are lower case.
     """
-    if not _app_secrets(app).matches(headers.get("x-gitlab-token")):
+    scope = _app_secrets(app).scope(headers.get("x-gitlab-token"))
+    if scope is None:
         logger.warning(
             "webhook refused: %s X-Gitlab-Token from %s",
             "wrong" if "x-gitlab-token" in headers else "no",
@@ -208,7 +174,8 @@ async def _receive(
         return "ignored"
     runtime: Runtime = app.state.runtime
     if not runtime.registry.routes_event(event_type):
-        return "ignored"  # a kind no handled type uses: no SQL at all
+        return "ignored"  # a kind no handled type uses: no SQL, no GitLab call
+    await _check_project(_app_projects(app), scope, body, client)
     delivery = new_delivery(
         source=WEBHOOK_SOURCE,
         delivery_key=delivery_key(headers, raw),
@@ -231,6 +198,63 @@ async def _receive(
         runtime.manager.intake.stored_here()
         _count_stored(app)
     return status
+
+
+async def _check_project(
+    projects: ProjectDirectory, scope: ProjectScope, body: Mapping[str, Any], client: str | None
+) -> None:
+    """The body's project must be one the token's secrets cover (401, as for a wrong
+    token: the answer does not tell which projects a secret covers), and its id and path
+    must name that one project on GitLab (422). Nothing is stored otherwise."""
+    if project_id_conflict(body):
+        raise _disagreement("project_id", "project.id and project_id are different projects")
+    project = hook_project(body)
+    try:
+        if not await _covered(projects, scope, project):
+            logger.warning(
+                "webhook refused: the X-Gitlab-Token from %s is not one for project %s",
+                client or "unknown",
+                project.path or project.id or "(none named)",
+            )
+            raise HTTPException(status_code=401, detail=_UNAUTHORIZED)
+        if (
+            project.id is not None
+            and project.path is not None
+            and not await projects.same_project_soon(project.id, project.path)
+        ):
+            raise _disagreement(
+                "project",
+                f"project.id {project.id} and project.path_with_namespace "
+                f"{project.path} are different projects on GitLab",
+            )
+    except ProjectLookupUnavailable as error:
+        logger.warning("webhook not stored, GitLab could not say which project it is: %s", error)
+        raise HTTPException(
+            status_code=503,
+            detail=_LOOKUP_UNAVAILABLE,
+            headers={"Retry-After": RETRY_AFTER_SECONDS},
+        ) from None
+
+
+async def _covered(projects: ProjectDirectory, scope: ProjectScope, project: HookProject) -> bool:
+    """Whether the scope covers the project the body names: by its path, else by the
+    path GitLab gives its id. A body naming no project needs a scope of every project."""
+    if scope.every_project:
+        return True
+    if project.path is not None:
+        return scope.covers(project.path)
+    if project.id is None:
+        return False
+    path = await projects.path_of_soon(project.id)
+    return path is not None and scope.covers(path)
+
+
+def _disagreement(field: str, message: str) -> HTTPException:
+    logger.warning("webhook refused: %s", message)
+    return HTTPException(
+        status_code=422,
+        detail=[{"loc": ["body", field], "msg": message, "type": "project_mismatch"}],
+    )
 
 
 def _json_object(raw: bytes) -> dict[str, Any]:
@@ -381,6 +405,14 @@ def _app_secrets(app: Any) -> WebhookSecrets:
         return secrets
     logger.error("app.state.%s is not set: refusing webhooks", STATE_KEY)
     return WebhookSecrets(())
+
+
+def _app_projects(app: Any) -> ProjectDirectory:
+    projects = getattr(app.state, PROJECTS_KEY, None)
+    if isinstance(projects, ProjectDirectory):
+        return projects
+    logger.error("app.state.%s is not set: no project can be checked", PROJECTS_KEY)
+    return ProjectDirectory(())  # asks no GitLab: every check is "unavailable" (503)
 
 
 def gitlab_event_type(body: Mapping[str, Any], event_header: str | None = None) -> str | None:

@@ -17,7 +17,11 @@ records, so one set of rules holds everywhere:
   `HookProject.is_one_of` compares them exactly with the names an item keeps
   (its canonical path, resolved through GitLab at submission, and the
   spelling the caller gave): no case folding, which could only ever add a
-  match GitLab itself would not make.
+  match GitLab itself would not make, and never "the id or the path" when the
+  other contradicts it. That a body's id and path name one project is checked
+  with GitLab before it is stored (`api.webhook_projects`); a body whose
+  `project.id` and `project_id` differ contradicts itself
+  (`project_id_conflict`).
 
 A malformed field makes that field absent; a malformed body makes a record
 whose fields are absent, which concerns nothing.
@@ -56,9 +60,21 @@ class HookProject:
         return (*found, self.path) if self.path is not None else tuple(found)
 
     def is_one_of(self, *item_names: str | None) -> bool:
-        """Whether any of the item's names for its project is exactly one of ours."""
-        ours = self.names()
-        return any(name is not None and name in ours for name in item_names)
+        """Whether the item's names for its project (a path, a numeric id in decimal, or
+        both) are ours: one of them equals our name of its kind, and none of either kind
+        contradicts ours. An item known by path and id is not taken for a hook whose path
+        matches while its id names another project, nor the other way round.
+
+        The hook's own id and path are not compared here (that needs GitLab): the
+        receivers do it before a body is stored (`api.webhook_projects`).
+        """
+        ids = {name for name in item_names if name is not None and _is_decimal_id(name)}
+        paths = {name for name in item_names if name is not None and name not in ids}
+        id_known = self.id is not None and bool(ids)
+        path_known = self.path is not None and bool(paths)
+        id_agrees = id_known and str(self.id) in ids
+        path_agrees = path_known and self.path in paths
+        return (id_agrees or path_agrees) and id_agrees == id_known and path_agrees == path_known
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +282,13 @@ def push_hook(body: Mapping[str, Any]) -> PushHook | None:
     )
 
 
+def project_id_conflict(body: Mapping[str, Any]) -> bool:
+    """Whether `project.id` and the top-level `project_id` (Job, Note and Push Hooks carry
+    both) are two different ids: a body that contradicts itself, as GitLab never does."""
+    nested, top_level = _id(_object(body, "project").get("id")), _id(body.get("project_id"))
+    return nested is not None and top_level is not None and nested != top_level
+
+
 def hook_project(body: Mapping[str, Any]) -> HookProject:
     """The hook's project: `project.id` (else the top-level `project_id`) and its path."""
     project = _object(body, "project")
@@ -326,6 +349,11 @@ def _objects(data: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
 
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def _is_decimal_id(name: str) -> bool:
+    """A project named by its id as `names()` spells it (a project path never is digits)."""
+    return name.isascii() and name.isdigit()
 
 
 def _id(value: object) -> int | None:

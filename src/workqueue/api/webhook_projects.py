@@ -1,0 +1,245 @@
+"""Which project a GitLab delivery names, as GitLab itself knows it.
+
+A body names its project twice, by id (`project.id`, else `project_id`) and by
+path (`project.path_with_namespace`); a forged body may make them disagree, so
+that one part passes a check and the other reaches the items (API.md "Trust
+boundary, round 2"). `ProjectDirectory` asks GitLab, through the service's own
+token, and keeps the answers:
+
+* `same_project(id, path)`: GitLab's project for the id has that path, or its
+  project for the path has that id (so a project renamed a minute ago is seen
+  under its new path although its id is still cached under the old one). When
+  GitLab shows neither (a group hook reporting a project the service cannot
+  see), the body names nothing the service acts on: they do not contradict
+  each other either (`names_one_project`).
+* `path_of(id)`: the path a secret's `projects` are matched against when a body
+  carries only an id (Job Hooks of some GitLab versions).
+
+It is asked only after the token matched a secret, never for an
+unauthenticated request. Answers, found or not found, are kept for
+`FOUND_SECONDS` / `NOT_FOUND_SECONDS` in a bounded table, so a burst of
+deliveries for one project costs one look-up and a flood of made-up ids costs
+one per id; look-ups run on `LOOKUP_THREADS` threads of their own, so they
+never take the event loop or the request threads. A GitLab that cannot answer
+(timeout, 5xx, a wrong base URL) raises `ProjectLookupUnavailable`: the
+receiver answers 503 and stores nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from workqueue.gitlab.client import GitLabClient
+from workqueue.gitlab.errors import GitLabError, PermanentGitLabError
+from workqueue.gitlab.hooks import hook_project, project_id_conflict
+from workqueue.gitlab.models import ProjectInfo
+from workqueue.queue.registry import TypeRegistry
+from workqueue.types.catalog import InstallContext
+
+logger = logging.getLogger(__name__)
+
+FOUND_SECONDS = 300.0  # as long as the GitLab client keeps a project (PROJECT_CACHE_SECONDS)
+NOT_FOUND_SECONDS = 60.0
+MAX_ANSWERS = 10_000  # oldest answers are forgotten first
+LOOKUP_THREADS = 2
+LOOKUP_TIMEOUT_SECONDS = 4.0  # well inside GitLab's 10 s wait for the answer
+# GitLab's answers for a project the token may not see: 404 (or 403/401 on some setups).
+_NOT_SHOWN = frozenset({401, 403, 404})
+
+
+class ProjectLookupUnavailable(Exception):  # noqa: N818 - a condition, reported as 503
+    """GitLab could not say which project an id or path is; try the delivery again later."""
+
+
+@dataclass(frozen=True, slots=True)
+class KnownProject:
+    """A project as GitLab answers for it: its numeric id and canonical path."""
+
+    id: int
+    path: str
+
+
+def names_one_project(
+    project_id: int, path: str, by_id: KnownProject | None, by_path: KnownProject | None
+) -> bool:
+    """Whether a body's `project_id` and `path` name one project, given GitLab's project
+    for each (None: GitLab shows none). Pure.
+
+    Paths compare exactly: GitLab finds `Team/App` for `team/app`, but a body spelling
+    its path otherwise than GitLab does is not GitLab's.
+    """
+    if by_id is not None and by_id.path == path:
+        return True
+    if by_path is not None and by_path.id == project_id and by_path.path == path:
+        return True
+    return by_id is None and by_path is None
+
+
+Lookup = Callable[[str], ProjectInfo]
+"""`GitLabClient.project`: a project by id (decimal) or path; raises GitLabError."""
+
+_Key = tuple[Literal["id", "path"], str]
+_Answer = TypeVar("_Answer")
+
+
+class _CacheMiss(Exception):  # noqa: N818 - control flow between the two paths
+    pass
+
+
+class ProjectDirectory:
+    """GitLab's id ↔ path answers for webhook bodies, cached (see the module doc)."""
+
+    def __init__(
+        self,
+        lookups: Sequence[Lookup],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        close: Callable[[], None] | None = None,
+    ) -> None:
+        """`lookups`: one per GitLab instance the handled types use (usually one)."""
+        self._lookups = tuple(lookups)
+        self._clock = clock
+        self._close = close
+        self._answers: dict[_Key, tuple[float, tuple[KnownProject | None, ...]]] = {}
+        self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+
+    @classmethod
+    def for_registry(cls, registry: TypeRegistry, context: InstallContext) -> ProjectDirectory:
+        """One client per distinct `gitlab_url` of the handled types, with the service's token."""
+        urls = dict.fromkeys(
+            url
+            for registration in registry
+            if isinstance(url := getattr(registration.config, "gitlab_url", None), str)
+        )
+        clients = [_client(url, context) for url in urls] if context.gitlab_token else []
+        if len(clients) > 1:
+            logger.warning(
+                "handled types use %d GitLab instances: a webhook's project id and path "
+                "must name one project on at least one of them",
+                len(clients),
+            )
+
+        def close() -> None:
+            for client in clients:
+                client.close()
+
+        return cls([client.project for client in clients], close=close)
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._close is not None:
+            self._close()
+
+    # -- the questions, from a thread (SQS consumer) or the event loop (receiver) --------
+
+    def same_project(self, project_id: int, path: str) -> bool:
+        """Whether `project_id` and `path` name one project on GitLab (blocking)."""
+        return self._same_project(project_id, path, cached_only=False)
+
+    def path_of(self, project_id: int) -> str | None:
+        """The path of GitLab's project `project_id`; None when GitLab shows none (blocking).
+        With several GitLab instances, an id they name differently has no path."""
+        return self._path_of(project_id, cached_only=False)
+
+    async def same_project_soon(self, project_id: int, path: str) -> bool:
+        try:
+            return self._same_project(project_id, path, cached_only=True)
+        except _CacheMiss:
+            return await self._in_thread(lambda: self.same_project(project_id, path))
+
+    async def path_of_soon(self, project_id: int) -> str | None:
+        try:
+            return self._path_of(project_id, cached_only=True)
+        except _CacheMiss:
+            return await self._in_thread(lambda: self.path_of(project_id))
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _same_project(self, project_id: int, path: str, *, cached_only: bool) -> bool:
+        by_ids = self._known(("id", str(project_id)), cached_only=cached_only)
+        if any(found is not None and found.path == path for found in by_ids):
+            return True  # the common case: one answer, usually cached
+        by_paths = self._known(("path", path), cached_only=cached_only)
+        return any(
+            names_one_project(project_id, path, by_id, by_path)
+            for by_id, by_path in zip(by_ids, by_paths, strict=True)
+        )
+
+    def _path_of(self, project_id: int, *, cached_only: bool) -> str | None:
+        paths = {
+            found.path
+            for found in self._known(("id", str(project_id)), cached_only=cached_only)
+            if found is not None
+        }
+        return paths.pop() if len(paths) == 1 else None
+
+    def _known(self, key: _Key, *, cached_only: bool) -> tuple[KnownProject | None, ...]:
+        """Each instance's project for `key`, from the table or (not `cached_only`) GitLab."""
+        now = self._clock()
+        with self._lock:
+            kept = self._answers.get(key)
+        if kept is not None and kept[0] > now:
+            return kept[1]
+        if cached_only:
+            raise _CacheMiss
+        if not self._lookups:
+            raise ProjectLookupUnavailable("no GitLab instance is configured to ask")
+        answers = tuple(_ask(lookup, key[1]) for lookup in self._lookups)
+        lifetime = FOUND_SECONDS if any(answers) else NOT_FOUND_SECONDS
+        with self._lock:
+            self._answers.pop(key, None)  # re-inserted last: the oldest go first
+            self._answers[key] = (self._clock() + lifetime, answers)
+            while len(self._answers) > MAX_ANSWERS:
+                del self._answers[next(iter(self._answers))]
+        return answers
+
+    async def _in_thread(self, question: Callable[[], _Answer]) -> _Answer:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(LOOKUP_THREADS, "workqueue-hook-projects")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, question)
+
+
+def contradiction(projects: ProjectDirectory, body: Mapping[str, Any]) -> str | None:
+    """Why the body's project names contradict each other on GitLab, or None (blocking;
+    raises ProjectLookupUnavailable). For deliveries that carry no token (SQS)."""
+    if project_id_conflict(body):
+        return "project.id and project_id are different projects"
+    project = hook_project(body)
+    if project.id is None or project.path is None:
+        return None
+    if projects.same_project(project.id, project.path):
+        return None
+    return (
+        f"project.id {project.id} and project.path_with_namespace {project.path} "
+        "are different projects on GitLab"
+    )
+
+
+def _ask(lookup: Lookup, reference: str) -> KnownProject | None:
+    try:
+        info = lookup(reference)
+    except PermanentGitLabError as error:
+        if error.status in _NOT_SHOWN:
+            return None
+        raise ProjectLookupUnavailable(str(error)) from None
+    except GitLabError as error:
+        raise ProjectLookupUnavailable(str(error)) from None
+    return KnownProject(info.id, info.path_with_namespace)
+
+
+def _client(url: str, context: InstallContext) -> GitLabClient:
+    token = context.gitlab_token
+    assert token is not None  # noqa: S101 - for_registry checked it
+    if context.gitlab_client_factory is not None:
+        client: GitLabClient = context.gitlab_client_factory(url, token)
+        return client
+    return GitLabClient(url, token, timeout=LOOKUP_TIMEOUT_SECONDS, on_call=context.gitlab_on_call)
