@@ -26,13 +26,25 @@ from workqueue.api import (
     webhooks,
     work_items,
 )
+from workqueue.api.answers import AnswerRules
 from workqueue.api.attention_routes import router as attention_router
-from workqueue.api.authentication import API_PREFIX, AuthenticateFirst
+from workqueue.api.authentication import (
+    API_PREFIX,
+    FAILED_AUTHENTICATIONS_KEY,
+    AuthenticateFirst,
+    OneOfEachCredential,
+)
 from workqueue.api.deps import Gatekeeper, Runtime
 from workqueue.api.docs_pages import mount_api_docs
+from workqueue.api.failed_authentications import FailedAuthentications
 from workqueue.api.gatekeeper import build_gatekeeper
 from workqueue.api.intake_batcher import MAX_IN_FLIGHT, STORE_TIMEOUT_SECONDS, IntakeBatcher
-from workqueue.api.limits import DEFAULT_BODY_TIMEOUT_SECONDS, DEFAULT_MAX_BODY_BYTES, BodyReader
+from workqueue.api.limits import (
+    DEFAULT_BODY_TIMEOUT_SECONDS,
+    DEFAULT_MAX_BODY_BYTES,
+    BodyReader,
+    body_limit,
+)
 from workqueue.api.loop_lag import LoopLag
 from workqueue.api.metrics import METRICS_CACHE_SECONDS, ServiceMetrics
 from workqueue.api.sqs_consumer import SqsEventConsumer, build_sqs_consumer, sqs_location
@@ -206,17 +218,26 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
     app.state.probe_engine = probe_engine
     app.state.webhook_secrets = webhook_secrets
     app.state.webhook_projects = webhook_projects
-    # The last added runs first: authenticate, then read the body, then route.
+    setattr(app.state, FAILED_AUTHENTICATIONS_KEY, FailedAuthentications())
+    path_limits = {webhooks.WEBHOOK_PATH: webhooks.MAX_BODY_BYTES}
+    largest_body = max_body_bytes
+    app.answer_rules = AnswerRules(
+        limit_for=lambda path: body_limit(path, largest_body, path_limits),
+        timeout_seconds=body_timeout_seconds,
+    )
+    # The last added runs first: one of each credential, authenticate, then read
+    # the body, then route.
     app.add_middleware(webhooks.WebhookReceiver)  # the webhook, without the router
     app.add_middleware(
         BodyReader,
         max_bytes=max_body_bytes,
-        path_limits={webhooks.WEBHOOK_PATH: webhooks.MAX_BODY_BYTES},
+        path_limits=path_limits,
         timeout_seconds=body_timeout_seconds,
         inspect=StrictJSONBodies(path_prefix=API_PREFIX, exempt_paths={webhooks.WEBHOOK_PATH}),
     )
     app.add_middleware(AuthenticateFirst, exempt=AUTHENTICATES_ITSELF)
     app.add_middleware(webhooks.WebhookTokenFirst)
+    app.add_middleware(OneOfEachCredential)
     observability.instrument(
         app,
         registry=service_metrics.registry,
@@ -245,7 +266,8 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
 
 
 class ServiceApp(FastAPI):
-    """FastAPI, with webhook deliveries sent past the outer layers that do nothing for them.
+    """FastAPI, with webhook deliveries sent past the outer layers that do nothing for them,
+    and every answer under `answer_rules` (`api.answers`: no-store, refusals drained).
 
     Before the app's own middleware, FastAPI and Starlette run five layers on
     every request: the telemetry check, the server-error handler, exception
@@ -267,6 +289,8 @@ class ServiceApp(FastAPI):
 
     _webhook_stack: ASGIApp | None = None
     _webhook_checked = False
+    # Set by `create_app`; around the whole stack, so that no answer leaves without them.
+    answer_rules: AnswerRules | None = None
     # HTTP requests being served (read by `LoopLag`; changed on the event loop only).
     requests_in_flight = 0
 
@@ -275,6 +299,8 @@ class ServiceApp(FastAPI):
             await super().__call__(scope, receive, send)
             return
         self.requests_in_flight += 1
+        if self.answer_rules is not None:
+            receive, send = self.answer_rules.exchange(scope, receive, send)
         try:
             if scope["path"] == webhooks.WEBHOOK_PATH and scope["method"] == "POST":
                 entry = self._webhook_stack if self._webhook_checked else self._webhook_entry()

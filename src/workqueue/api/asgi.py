@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterable
 
 from starlette.types import Scope, Send
 
 CLOSE_CONNECTION = (b"connection", b"close")
+_MAX_LENGTH_DIGITS = 18  # more is over any limit (and int() of it costs)
 
 
 def header(scope: Scope, name: bytes) -> str | None:
@@ -25,6 +27,20 @@ def route_path(scope: Scope) -> str:
     if root and path.startswith(root):
         return path[len(root) :] or "/"
     return path
+
+
+def header_count(scope: Scope, name: bytes) -> int:
+    """How many times header `name` (lower case) was sent."""
+    return sum(1 for key, _ in scope.get("headers", ()) if key == name)
+
+
+def declared_length(scope: Scope) -> int:
+    """The `Content-Length` the client announced; 0 when absent or malformed (which the
+    server itself refuses)."""
+    value = (header(scope, b"content-length") or "").strip()
+    if not (value.isascii() and value.isdigit()):
+        return 0
+    return int(value) if len(value) <= _MAX_LENGTH_DIGITS else sys.maxsize
 
 
 def has_pending_body(scope: Scope) -> bool:

@@ -15,7 +15,14 @@ from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy.orm import Session
 
-from workqueue.api.deps import CallerDep, Runtime, RuntimeDep, require_on_project
+from workqueue.api.deps import (
+    CallerDep,
+    ItemIdPath,
+    PathText,
+    Runtime,
+    RuntimeDep,
+    require_on_project,
+)
 from workqueue.api.schemas import WorkItemBody, error_responses, listed_item_body
 from workqueue.api.work_items import Cursor, Limit
 from workqueue.attention import repository, writer
@@ -85,7 +92,7 @@ def list_queues(runtime: RuntimeDep, caller: CallerDep) -> QueuePage:
 
 @router.get("/{name}/items", response_model=QueueItemPage, responses=error_responses(401, 403, 404))
 def list_queue_items(
-    name: str, runtime: RuntimeDep, caller: CallerDep, limit: Limit = 50, cursor: Cursor = None
+    name: PathText, runtime: RuntimeDep, caller: CallerDep, limit: Limit = 50, cursor: Cursor = None
 ) -> QueueItemPage:
     """The queue's members the caller may read, newest item first (list form)."""
     readable = runtime.gatekeeper.readable_types(caller)
@@ -132,7 +139,7 @@ def list_queue_items(
     },
 )
 def add_queue_item(
-    name: str,
+    name: PathText,
     request: AddRequest,
     response: Response,
     runtime: RuntimeDep,
@@ -161,7 +168,11 @@ def add_queue_item(
 
 @router.delete("/{name}/items/{item_id}", status_code=204, responses=error_responses(401, 403, 404))
 def remove_queue_item(
-    name: str, item_id: uuid.UUID, runtime: RuntimeDep, caller: CallerDep, attention: AttentionDep
+    name: PathText,
+    item_id: ItemIdPath,
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    attention: AttentionDep,
 ) -> Response:
     """Take an item out; its rule does not add it back until the item changes again."""
 

@@ -7,11 +7,12 @@ the routes its result. `X-Forwarded-*` headers are never trusted on `/api` paths
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal, NoReturn, Protocol
 
-from fastapi import Depends, HTTPException, Query, Request
+from fastapi import Depends, HTTPException, Path, Query, Request
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
@@ -26,9 +27,20 @@ from workqueue.queue.registry import TypeRegistry
 
 Permission = Literal["read", "submit", "retry"]
 
-# PostgreSQL text cannot hold NUL: refuse it at the edge (422), not in the database (500).
-NO_NUL_PATTERN = r"^[^\x00]*$"
-FilterText = Annotated[str | None, Query(pattern=NO_NUL_PATTERN, max_length=1024)]
+# PostgreSQL text cannot hold NUL: refuse it at the edge (422), not in the database
+# (500); the other control characters (C0, DEL, C1) have no place in a name either.
+NO_CONTROL_CHARACTERS = r"^[^\x00-\x1f\x7f-\x9f]*$"
+MAX_QUERY_TEXT_LENGTH = 1024
+MAX_PATH_TEXT_LENGTH = 255
+FilterText = Annotated[
+    str | None, Query(pattern=NO_CONTROL_CHARACTERS, max_length=MAX_QUERY_TEXT_LENGTH)
+]
+# The one type of every name in a path (`{name}`; ids are `ItemIdPath`): 422 on
+# ["path", <parameter>] for a control character or an overlong value.
+PathText = Annotated[
+    str, Path(min_length=1, max_length=MAX_PATH_TEXT_LENGTH, pattern=NO_CONTROL_CHARACTERS)
+]
+ItemIdPath = Annotated[uuid.UUID, Path(description="the work item's id")]
 
 
 class Caller(Protocol):
@@ -46,14 +58,23 @@ class Caller(Protocol):
 
 
 class CallerAuthenticationError(Exception):
-    """No valid credentials (401). The message is safe to show: it never holds a token."""
+    """No valid credentials (401). The message is safe to show: it never holds a token.
+
+    `unverifiable`: the credentials could not be checked (their issuer is
+    unreachable), which is no failure of the caller's.
+    """
+
+    def __init__(self, message: str, *, unverifiable: bool = False) -> None:
+        super().__init__(message)
+        self.unverifiable = unverifiable
 
 
 class Gatekeeper(Protocol):
     """Authentication and authorization as the routes need them."""
 
-    def authenticate(self, authorization: str | None) -> Caller:
-        """Raise `CallerAuthenticationError` when the header does not prove an identity."""
+    def authenticate(self, authorization: str | None, *, offline: bool = False) -> Caller:
+        """Raise `CallerAuthenticationError` when the header does not prove an identity;
+        `offline`: also when proving it would need a call to an issuer or OpenShift."""
 
     def allowed(
         self, caller: Caller, permission: Permission, item_type: str, project_path: str | None

@@ -14,7 +14,7 @@ from workqueue.auth.authorization import (
     readable_item_types,
 )
 from workqueue.auth.config import AuthorizationRule, CallerLimits
-from workqueue.auth.errors import AuthenticationError
+from workqueue.auth.errors import AuthenticationError, IssuerUnavailableError
 from workqueue.auth.limit_keys import LimitKey, limit_key
 from workqueue.auth.principal import Principal
 from workqueue.config import ServiceConfig
@@ -41,9 +41,11 @@ class RuleGatekeeper:
     def limit_key(self, caller: Caller) -> LimitKey:
         return limit_key(_principal(caller), self._rules)
 
-    def authenticate(self, authorization: str | None) -> Principal:
+    def authenticate(self, authorization: str | None, *, offline: bool = False) -> Principal:
         try:
-            return self._authenticator.authenticate(authorization)
+            return self._authenticator.authenticate(authorization, offline=offline)
+        except IssuerUnavailableError as error:
+            raise CallerAuthenticationError(str(error), unverifiable=True) from None
         except AuthenticationError as error:
             raise CallerAuthenticationError(str(error)) from None
 

@@ -9,7 +9,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, Field
 
-from workqueue.api.deps import NO_NUL_PATTERN, CallerDep, RuntimeDep, require_on_project
+from workqueue.api.deps import (
+    MAX_QUERY_TEXT_LENGTH,
+    NO_CONTROL_CHARACTERS,
+    CallerDep,
+    ItemIdPath,
+    RuntimeDep,
+    require_on_project,
+)
 from workqueue.api.schemas import error_responses
 from workqueue.queue import audit_repository, read_repository
 from workqueue.queue.models import AuditRecord
@@ -20,7 +27,11 @@ router = APIRouter(prefix="/api/work-items", tags=["work items"])
 Limit = Annotated[int, Query(ge=1, le=audit_repository.MAX_HISTORY_PAGE, description="page size")]
 Cursor = Annotated[
     str | None,
-    Query(description="next_cursor of the previous page", pattern=NO_NUL_PATTERN, max_length=1024),
+    Query(
+        description="next_cursor of the previous page",
+        pattern=NO_CONTROL_CHARACTERS,
+        max_length=MAX_QUERY_TEXT_LENGTH,
+    ),
 ]
 
 
@@ -50,7 +61,7 @@ class HistoryPage(BaseModel):
     responses=error_responses(401, 403, 404),
 )
 def item_history(
-    item_id: uuid.UUID,
+    item_id: ItemIdPath,
     runtime: RuntimeDep,
     caller: CallerDep,
     limit: Limit = 100,

@@ -11,24 +11,23 @@
   nothing downstream can read past the limit or wait on the client.
 
 Early answers close the connection: the server would otherwise keep draining
-whatever the client still sends.
+whatever the client still sends, without a bound. Before it closes, what the
+client still sends is read and thrown away up to a bound (`api.answers`), so
+that a client that writes its whole body first still reads the answer.
 """
 
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Awaitable, Callable, Mapping
 
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from workqueue.api.asgi import header, route_path, send_json
+from workqueue.api.asgi import declared_length, route_path, send_json
 
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 DEFAULT_BODY_TIMEOUT_SECONDS = 30.0
-
-_MAX_LENGTH_DIGITS = 18  # more is over any limit (and int() of it costs)
 
 BodyInspector = Callable[[Scope, bytes], Awaitable[Response | None]]
 
@@ -64,7 +63,7 @@ class BodyReader:
             await self.app(scope, receive, send)
             return
         limit = self.limit_for(route_path(scope))
-        if _declared_length(scope) > limit:
+        if declared_length(scope) > limit:
             await _too_large(send, limit)
             return
         try:
@@ -89,7 +88,12 @@ class BodyReader:
         await self.app(scope, _replay(body, receive), send)
 
     def limit_for(self, path: str) -> int:
-        return min(self.max_bytes, self.path_limits.get(path, self.max_bytes))
+        return body_limit(path, self.max_bytes, self.path_limits)
+
+
+def body_limit(path: str, max_bytes: int, path_limits: Mapping[str, int]) -> int:
+    """The body limit of `path`: its own when it has one, never above `max_bytes`."""
+    return min(max_bytes, path_limits.get(path, max_bytes))
 
 
 async def _read_body(receive: Receive, limit: int) -> bytes:
@@ -121,13 +125,6 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return {"type": "http.request", "body": body, "more_body": False}
 
     return replay
-
-
-def _declared_length(scope: Scope) -> int:
-    value = (header(scope, b"content-length") or "").strip()
-    if not (value.isascii() and value.isdigit()):
-        return 0  # absent (or malformed, which the server itself refuses)
-    return int(value) if len(value) <= _MAX_LENGTH_DIGITS else sys.maxsize
 
 
 async def _too_large(send: Send, limit: int) -> None:

@@ -13,10 +13,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from workqueue.api.deps import (
-    NO_NUL_PATTERN,
+    MAX_QUERY_TEXT_LENGTH,
+    NO_CONTROL_CHARACTERS,
     Caller,
     CallerDep,
     FilterText,
+    ItemIdPath,
     Runtime,
     RuntimeDep,
     require,
@@ -47,7 +49,11 @@ router = APIRouter(prefix="/api/work-items", tags=["work items"])
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE, description="page size")]
 Cursor = Annotated[
     str | None,
-    Query(description="next_cursor of the previous page", pattern=NO_NUL_PATTERN, max_length=1024),
+    Query(
+        description="next_cursor of the previous page",
+        pattern=NO_CONTROL_CHARACTERS,
+        max_length=MAX_QUERY_TEXT_LENGTH,
+    ),
 ]
 
 RETRYABLE_PHASES = frozenset({Phase.FAILED, Phase.CANCELLED})
@@ -94,7 +100,7 @@ def list_work_items(
 
 
 @router.get("/{item_id}", response_model=WorkItemBody, responses=error_responses(401, 403, 404))
-def get_work_item(item_id: uuid.UUID, runtime: RuntimeDep, caller: CallerDep) -> WorkItemBody:
+def get_work_item(item_id: ItemIdPath, runtime: RuntimeDep, caller: CallerDep) -> WorkItemBody:
     with runtime.sessions() as session:
         item = _existing(session, item_id)
         require_on_project(runtime, caller, "read", item.item_type, item.project_path)
@@ -117,7 +123,7 @@ def get_work_item(item_id: uuid.UUID, runtime: RuntimeDep, caller: CallerDep) ->
         },
     ),
 )
-def retry_work_item(item_id: uuid.UUID, runtime: RuntimeDep, caller: CallerDep) -> WorkItemBody:
+def retry_work_item(item_id: ItemIdPath, runtime: RuntimeDep, caller: CallerDep) -> WorkItemBody:
     """Reactivate a failed or cancelled item: active, attempts 0, processed again.
 
     A retry makes the service write to GitLab again, so it counts against the
@@ -176,7 +182,7 @@ def retry_work_item(item_id: uuid.UUID, runtime: RuntimeDep, caller: CallerDep) 
     ),
 )
 def cancel_work_item(
-    item_id: uuid.UUID,
+    item_id: ItemIdPath,
     runtime: RuntimeDep,
     caller: CallerDep,
     request: Annotated[CancelRequest | None, Body()] = None,

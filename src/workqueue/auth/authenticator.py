@@ -10,6 +10,10 @@ any caller can set on paths the OAuth proxy does not guard, cannot sneak in.
   then checks `iss` again, exactly.
 - No header at all is anonymous (401), unless the development-only local
   user is configured.
+
+`offline=True` proves a caller only from what is already known (cached
+OpenShift users, signing keys already fetched) and refuses whatever would
+need an outbound call.
 """
 
 from __future__ import annotations
@@ -153,7 +157,7 @@ class Authenticator:
         if self._openshift is not None:
             self._openshift.close()
 
-    def authenticate(self, authorization_header: str | None) -> Principal:
+    def authenticate(self, authorization_header: str | None, *, offline: bool = False) -> Principal:
         """The caller behind an `Authorization` header value (None: header absent)."""
         if authorization_header is None:
             if self._local_user is not None:
@@ -163,10 +167,10 @@ class Authenticator:
         if token.startswith(OPENSHIFT_TOKEN_PREFIX):
             if self._openshift is None:
                 raise AuthenticationError("OpenShift tokens cannot be checked here")
-            return self._openshift.authenticate(token)
-        return self._authenticate_jwt(token)
+            return self._openshift.authenticate(token, offline=offline)
+        return self._authenticate_jwt(token, offline=offline)
 
-    def _authenticate_jwt(self, token: str) -> Principal:
+    def _authenticate_jwt(self, token: str, *, offline: bool) -> Principal:
         try:
             unverified = jwt.decode(token, options={"verify_signature": False})
         except PyJWTError:
@@ -180,7 +184,7 @@ class Authenticator:
             names.add(issuer)
         if self._cluster_issuer is not None:
             try:
-                if self._cluster_issuer.identifier() == issuer:
+                if self._cluster_issuer.identifier(offline=offline) == issuer:
                     names.add(K8S_ISSUER)
                     # Preferred even when the URL is configured as well: the
                     # public issuer URL may be unreachable from pods (DDR-11).
@@ -192,7 +196,7 @@ class Authenticator:
         if verifier is None:
             raise AuthenticationError("token issuer not trusted")
         accepted: frozenset[str] = frozenset().union(*(self._audiences[name] for name in names))
-        claims = verifier.verify(token, accepted)
+        claims = verifier.verify(token, accepted, offline=offline)
         return Principal(
             identity=claims["sub"],
             kind="jwt",

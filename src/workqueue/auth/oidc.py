@@ -7,6 +7,7 @@ Refreshes are rate-limited per issuer because anyone can send a token with
 a made-up `kid`; without the limit every such request would become a
 request to the issuer. The key set is also refreshed when older than
 `keys_max_age_seconds`, so a key the issuer withdrew stops being trusted.
+`offline=True` verifies with fresh keys already held and calls nobody.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ DEFAULT_HTTP_TIMEOUT_SECONDS = 5.0
 # misbehaving endpoint from filling memory.
 MAX_DOCUMENT_BYTES = 1024 * 1024
 REQUIRED_CLAIMS = ("exp", "iss", "aud", "sub")
+_OFFLINE_REFUSAL = "token not checked: too many failed authentications"
 
 # Fixed, token-free reasons for PyJWT's exceptions (most specific first).
 _REASONS: tuple[tuple[type[PyJWTError], str], ...] = (
@@ -121,10 +123,12 @@ class OIDCIssuer:
         """The issuer for logs: known one, else the discovery URL."""
         return self._issuer or self._expected_issuer or self.discovery_url
 
-    def identifier(self) -> str:
-        """The issuer identifier (`iss`), running discovery first if need be."""
+    def identifier(self, *, offline: bool = False) -> str:
+        """The issuer identifier (`iss`), running discovery first if need be (not `offline`)."""
         if self._issuer is not None:
             return self._issuer
+        if offline:
+            raise AuthenticationError(_OFFLINE_REFUSAL)
         with self._lock:
             if self._issuer is not None:
                 return self._issuer
@@ -139,8 +143,11 @@ class OIDCIssuer:
                 raise
             return issuer
 
-    def verify(self, token: str, accepted_audiences: frozenset[str]) -> dict[str, Any]:
-        """The verified claims of `token`, or AuthenticationError.
+    def verify(
+        self, token: str, accepted_audiences: frozenset[str], *, offline: bool = False
+    ) -> dict[str, Any]:
+        """The verified claims of `token`, or AuthenticationError (`offline`: also when
+        its key is not held, or held too long, for that needs the issuer).
 
         `accepted_audiences` (exact strings) are the audiences this service
         answers to for this issuer: a token whose `aud` names none of them
@@ -156,7 +163,7 @@ class OIDCIssuer:
             raise AuthenticationError("token signing algorithm not allowed")
         if not isinstance(key_id, str) or not key_id:
             raise AuthenticationError("token has no key id")
-        key = self._key(key_id)
+        key = self._held_key(key_id) if offline else self._key(key_id)
         if algorithm not in key.algorithms:
             raise AuthenticationError("token signing algorithm does not match its key")
         claims = self._decode(token, key, algorithm)
@@ -220,6 +227,12 @@ class OIDCIssuer:
         if self._keys_fetched_at is None:
             raise IssuerUnavailableError("token issuer unavailable")
         raise AuthenticationError("token signing key unknown")
+
+    def _held_key(self, key_id: str) -> VerificationKey:
+        key = self._keys.get(key_id)
+        if key is None or self._keys_are_stale():
+            raise AuthenticationError(_OFFLINE_REFUSAL)
+        return key
 
     def _keys_are_stale(self) -> bool:
         fetched_at = self._keys_fetched_at

@@ -3,15 +3,24 @@
 `GET /apis/user.openshift.io/v1/users/~` with the caller's token returns
 the user it belongs to and the user's groups, and needs no cluster role
 (TokenReview would need `system:auth-delegator`, which managed clusters do
-not grant). Answers are cached for a few minutes so that each API request
-does not cost an API-server round trip.
+not grant). Users are cached for a few minutes so that each API request
+does not cost an API-server round trip; tokens OpenShift refused are cached
+for `DEFAULT_REFUSAL_TTL_SECONDS` (10 s), so that repeating a bogus token
+costs one call, not one per request (API.md v1.2, "Answers").
 
-Two rules keep the cache safe (DDR-27):
+Three rules keep the caches safe (DDR-27):
 
-- failures are never cached: an expired token that the OAuth proxy has
-  since refreshed must work on the very next request;
-- the cache is keyed by a SHA-256 of the token, never the token itself, so
-  a heap dump or debugger view of the cache holds no usable credential.
+- a refusal is kept only briefly, and only for the token refused: the OAuth
+  proxy refreshes a session with a new token, which is asked about at once;
+- an API failure (OpenShift unreachable, an answer that is no `User`) is
+  never cached: the next request asks again;
+- both caches are keyed by a SHA-256 of the token, never the token itself, so
+  a heap dump or debugger view of them holds no usable credential; both are
+  bounded, the oldest entries dropped first, so unique tokens cannot grow
+  memory.
+
+`offline=True` answers from the caches only (the HTTP layer asks so for a
+client address over its budget of failed authentications).
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import httpx
 
@@ -36,8 +45,9 @@ logger = logging.getLogger(__name__)
 OPENSHIFT_TOKEN_PREFIX = "sha256~"  # noqa: S105 - the prefix marking a token type, not a secret
 USERS_SELF_PATH = "/apis/user.openshift.io/v1/users/~"
 DEFAULT_CACHE_TTL_SECONDS = 300.0
-# Only successful look-ups are cached, so entries need valid tokens; the
-# bound still keeps memory flat if many users come and go within a TTL.
+DEFAULT_REFUSAL_TTL_SECONDS = 10.0
+# Users need valid tokens, so that cache stays small; refusals need none, and
+# the bound is what keeps an attacker's unique tokens from growing memory.
 DEFAULT_CACHE_MAX_ENTRIES = 10_000
 DEFAULT_HTTP_TIMEOUT_SECONDS = 5.0
 MAX_RESPONSE_BYTES = 1024 * 1024
@@ -61,6 +71,46 @@ def _principal_from_user(document: Any) -> Principal | None:
     return Principal(identity=name, kind="openshift", groups=frozenset(group_names))
 
 
+_Value = TypeVar("_Value")
+
+
+class ExpiringCache(Generic[_Value]):
+    """At most `max_entries` values, each for `ttl_seconds`; the oldest go first. Thread-safe."""
+
+    def __init__(self, *, ttl_seconds: float, max_entries: int, clock: Callable[[], float]) -> None:
+        self._ttl = ttl_seconds
+        self._max_entries = max_entries
+        self._clock = clock
+        self._lock = threading.Lock()
+        # key -> (expires at, value), oldest first.
+        self._entries: OrderedDict[str, tuple[float, _Value]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: str) -> _Value | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            expires_at, value = entry
+            if self._clock() >= expires_at:
+                del self._entries[key]
+                return None
+            return value
+
+    def put(self, key: str, value: _Value) -> None:
+        with self._lock:
+            now = self._clock()
+            self._entries.pop(key, None)
+            if len(self._entries) >= self._max_entries:
+                for stale in [k for k, (expires, _) in self._entries.items() if expires <= now]:
+                    del self._entries[stale]
+            while len(self._entries) >= self._max_entries:
+                self._entries.popitem(last=False)
+            self._entries[key] = (now + self._ttl, value)
+
+
 class OpenShiftUsers:
     """Authenticates OpenShift tokens against one API server. Thread-safe."""
 
@@ -70,55 +120,47 @@ class OpenShiftUsers:
         *,
         tls: ssl.SSLContext | bool = True,
         cache_ttl_seconds: float = DEFAULT_CACHE_TTL_SECONDS,
+        refusal_ttl_seconds: float = DEFAULT_REFUSAL_TTL_SECONDS,
         cache_max_entries: int = DEFAULT_CACHE_MAX_ENTRIES,
         http_timeout_seconds: float = DEFAULT_HTTP_TIMEOUT_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.users_url = api_url.rstrip("/") + USERS_SELF_PATH
-        self._ttl = cache_ttl_seconds
-        self._max_entries = cache_max_entries
-        self._clock = clock
         self._http = httpx.Client(verify=tls, timeout=http_timeout_seconds, follow_redirects=False)
-        self._lock = threading.Lock()
-        # token hash -> (expires at, principal), oldest first.
-        self._cache: OrderedDict[str, tuple[float, Principal]] = OrderedDict()
+        self._users: ExpiringCache[Principal] = ExpiringCache(
+            ttl_seconds=cache_ttl_seconds, max_entries=cache_max_entries, clock=clock
+        )
+        # token hash -> the refusal's reason
+        self._refusals: ExpiringCache[str] = ExpiringCache(
+            ttl_seconds=refusal_ttl_seconds, max_entries=cache_max_entries, clock=clock
+        )
 
     def close(self) -> None:
         self._http.close()
 
-    def authenticate(self, token: str) -> Principal:
+    def authenticate(self, token: str, *, offline: bool = False) -> Principal:
+        """The user of `token`; `offline`: from the caches only, AuthenticationError otherwise."""
         cache_key = token_cache_key(token)
-        cached = self._cached(cache_key)
-        if cached is not None:
-            return cached
-        # Not under the lock: one slow API call must not stall every other
+        principal = self._users.get(cache_key)
+        if principal is not None:
+            return principal
+        refused = self._refusals.get(cache_key)
+        if refused is not None:
+            raise AuthenticationError(refused)
+        if offline:
+            raise AuthenticationError("token not checked: too many failed authentications")
+        # No lock around the call: one slow API call must not stall every other
         # user. Two concurrent first requests with one token both ask; the
         # answers are the same.
-        principal = self._look_up(token)
-        self._store(cache_key, principal)
+        try:
+            principal = self._look_up(token)
+        except IssuerUnavailableError:
+            raise
+        except AuthenticationError as error:
+            self._refusals.put(cache_key, error.reason)
+            raise
+        self._users.put(cache_key, principal)
         return principal
-
-    def _cached(self, cache_key: str) -> Principal | None:
-        with self._lock:
-            entry = self._cache.get(cache_key)
-            if entry is None:
-                return None
-            expires_at, principal = entry
-            if self._clock() >= expires_at:
-                del self._cache[cache_key]
-                return None
-            return principal
-
-    def _store(self, cache_key: str, principal: Principal) -> None:
-        with self._lock:
-            now = self._clock()
-            self._cache.pop(cache_key, None)
-            if len(self._cache) >= self._max_entries:
-                for stale in [key for key, (expires, _) in self._cache.items() if expires <= now]:
-                    del self._cache[stale]
-            while len(self._cache) >= self._max_entries:
-                self._cache.popitem(last=False)
-            self._cache[cache_key] = (now + self._ttl, principal)
 
     def _look_up(self, token: str) -> Principal:
         headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}

@@ -8,6 +8,7 @@ are therefore the API's, whoever renders them.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from fastapi.responses import HTMLResponse
 
 from workqueue.api import trunk_routes
 from workqueue.api.attention_routes import list_queues as list_attention_queues
-from workqueue.api.deps import Caller, Runtime, RuntimeDep
+from workqueue.api.deps import NO_CONTROL_CHARACTERS, Caller, PathText, Runtime, RuntimeDep
 from workqueue.api.item_history import item_history
 from workqueue.api.schemas import CancelRequest, listed_item_body
 from workqueue.api.work_items import (
@@ -90,8 +91,9 @@ def _query_text(request: Request, name: str) -> str | None:
     value = request.query_params.get(name, "").strip()
     if not value:
         return None
-    if len(value) > MAX_FILTER_LENGTH or "\x00" in value:
-        raise HTTPException(status_code=422, detail=f"{name}: at most 1024 characters, no NUL")
+    if len(value) > MAX_FILTER_LENGTH or re.fullmatch(NO_CONTROL_CHARACTERS, value) is None:
+        detail = f"{name}: at most {MAX_FILTER_LENGTH} characters, no control characters"
+        raise HTTPException(status_code=422, detail=detail)
     return value
 
 
@@ -101,7 +103,7 @@ def items_page(request: Request, runtime: RuntimeDep) -> HTMLResponse:
 
 
 @router.get("/items/{item_id}", response_class=HTMLResponse)
-def item_page(item_id: str, request: Request, runtime: RuntimeDep) -> HTMLResponse:
+def item_page(item_id: PathText, request: Request, runtime: RuntimeDep) -> HTMLResponse:
     return _respond(request, runtime, lambda caller: _item(runtime, caller, _item_id(item_id)))
 
 
@@ -124,7 +126,7 @@ def trunk_page(request: Request, runtime: RuntimeDep) -> HTMLResponse:
 
 
 @router.post("/items/{item_id}/retry", response_class=HTMLResponse)
-def retry(item_id: str, request: Request, runtime: RuntimeDep) -> HTMLResponse:
+def retry(item_id: PathText, request: Request, runtime: RuntimeDep) -> HTMLResponse:
     def build(caller: Caller) -> Built:
         body = retry_work_item(_item_id(item_id), runtime, caller)
         return _item(runtime, caller, body.id, notice=f"Retried: the item is {body.phase} again.")
@@ -133,12 +135,12 @@ def retry(item_id: str, request: Request, runtime: RuntimeDep) -> HTMLResponse:
 
 
 @router.post("/items/{item_id}/cancel", response_class=HTMLResponse)
-def cancel(item_id: str, request: Request, runtime: RuntimeDep) -> HTMLResponse:
+def cancel(item_id: PathText, request: Request, runtime: RuntimeDep) -> HTMLResponse:
     return _respond(request, runtime, _canceller(runtime, item_id, close_mr=False), mutation=True)
 
 
 @router.post("/items/{item_id}/cancel-and-close", response_class=HTMLResponse)
-def cancel_and_close(item_id: str, request: Request, runtime: RuntimeDep) -> HTMLResponse:
+def cancel_and_close(item_id: PathText, request: Request, runtime: RuntimeDep) -> HTMLResponse:
     return _respond(request, runtime, _canceller(runtime, item_id, close_mr=True), mutation=True)
 
 
@@ -178,9 +180,11 @@ def _respond(
         return render(request, "sign_in.html", context, caller=None, status_code=status, nav=nav)
     except HTTPException as error:
         context = {"status": error.status_code, "detail": _detail_text(error.detail)}
-        return render(
+        page = render(
             request, "error.html", context, caller=caller, status_code=error.status_code, nav=nav
         )
+        page.headers.update(error.headers or {})  # Retry-After of a 429
+        return page
     except GitLabError as error:
         context = {"status": 502, "detail": f"GitLab failed: {error}"}
         return render(request, "error.html", context, caller=caller, status_code=502, nav=nav)

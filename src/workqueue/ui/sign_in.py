@@ -5,14 +5,17 @@ the page's script adds to its own requests), the OAuth proxy's
 `X-Forwarded-Access-Token` (verified like any bearer token, so a forged
 header proves nothing), then no credentials at all, which only the
 development-only local user accepts (the server refuses to run it off
-loopback). Tokens never travel in a URL or a cookie.
+loopback). Tokens never travel in a URL or a cookie. Failed checks count
+against the client address's budget as the API's do (429 over it).
 """
 
 from __future__ import annotations
 
-from fastapi import Request
+from fastapi import HTTPException, Request
 
+from workqueue.api.authentication import authenticate_request
 from workqueue.api.deps import Caller, CallerAuthenticationError, Runtime
+from workqueue.api.failed_authentications import TooManyFailedAuthenticationsError
 
 FORWARDED_TOKEN_HEADER = "x-forwarded-access-token"  # noqa: S105 - a header name
 
@@ -36,6 +39,9 @@ def dashboard_caller(request: Request, runtime: Runtime) -> Caller:
         if forwarded:
             authorization = f"Bearer {forwarded}"
     try:
-        return runtime.gatekeeper.authenticate(authorization)
+        return authenticate_request(request.scope, runtime.gatekeeper, authorization)
     except CallerAuthenticationError as error:
         raise SignInNeededError(str(error), rejected=authorization is not None) from None
+    except TooManyFailedAuthenticationsError as error:
+        retry_after = {"Retry-After": str(error.retry_after_seconds)}
+        raise HTTPException(status_code=429, detail=str(error), headers=retry_after) from None
