@@ -5,10 +5,11 @@ comes back; a GitLab error during that check only defers the build."""
 from __future__ import annotations
 
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 from harness import fast_config, running_manager, settled, wait_until
+from mr_harness import TOKEN
 from trunk_harness import (
     BRANCH,
     PROJECT,
@@ -21,10 +22,13 @@ from trunk_harness import (
 )
 
 from workqueue.db.transactions import run_in_transaction
+from workqueue.gitlab.client import GitLabClient
 from workqueue.queue import repository
 from workqueue.queue.audit import AuditLog
 from workqueue.queue.audit_history import AuditHistory
+from workqueue.types.trunk import repository as trunk_repository
 from workqueue.types.trunk.ingest import WEBHOOK_SUBMITTER, ingest_head
+from workqueue.types.trunk.models import BuildStrategy, TrunkWorkItem
 
 BRANCH_ROUTE = "/projects/:id/repository/branches/:branch"
 
@@ -115,6 +119,44 @@ def test_a_gitlab_error_while_checking_the_branch_defers_the_build(sessions, con
         _wake_process(sessions, item_id)  # stand in for the deferral's end
         wait_until(lambda: building(sessions, a), what="A built once GitLab answers")
     assert len(simulator.pipeline_ids(PROJECT, source="api")) == 1
+
+
+def test_a_pipeline_for_the_head_that_validates_another_sha_is_not_adopted(
+    sessions, conninfo, simulator
+):
+    """Someone who may run pipelines on the branch triggers one carrying the head's
+    request id but another sha, between the admission and the build: the build does
+    not take it for its own (its green would make the head green), it triggers one."""
+    registry = trunk_registry(simulator.url)
+    a = land(simulator)
+    item_id = ingest(sessions, registry, a)
+
+    def admit(session) -> None:
+        item = session.get(TrunkWorkItem, item_id)
+        row = trunk_repository.read_queue(session, item.queue)
+        assert trunk_repository.take_slot(session, item.queue, version=row.version, rewrite=False)
+        trunk_repository.record_admission(
+            session, item, strategy=BuildStrategy.FULL, base_sha=None, now=datetime.now(UTC)
+        )
+
+    run_in_transaction(sessions, admit)
+    elsewhere = simulator.push(PROJECT, "workqueue/evil", {"evil.sh": "x\n"})
+    with GitLabClient(simulator.url, TOKEN, timeout=5) as client:
+        forged = client.trigger_pipeline(
+            PROJECT,
+            ref=BRANCH,
+            variables={
+                "WORKQUEUE_TRUNK_REQUEST": str(item_id),
+                "WORKQUEUE_TRUNK_SHA": elsewhere,
+                "WORKQUEUE_BUILD_STRATEGY": "full",
+                "WORKQUEUE_BASE_SHA": "",
+            },
+        )
+    with manager(sessions, registry, conninfo):
+        wait_until(lambda: building(sessions, a), what="A built")
+    own = head(sessions, a).pipeline_id
+    assert own != forged.id
+    assert simulator.pipeline_variables(own)["WORKQUEUE_TRUNK_SHA"] == a
 
 
 def _wake_process(sessions, item_id) -> None:

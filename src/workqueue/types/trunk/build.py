@@ -6,7 +6,8 @@ every trigger the service looks for a pipeline it already made for the head:
 API pipelines of the branch updated since the admission (minus a clock-skew
 margin) that no head owns yet and that are newer than any pipeline of an
 earlier validation of the head (before a retry), whose
-`WORKQUEUE_TRUNK_REQUEST` variable is the head's id. Admission is committed
+`WORKQUEUE_TRUNK_REQUEST`, `WORKQUEUE_TRUNK_SHA`, `WORKQUEUE_BUILD_STRATEGY`
+and `WORKQUEUE_BASE_SHA` are the head's. Admission is committed
 before this runs (a step of its own), so the strategy and base a found
 pipeline carries are always the recorded ones.
 
@@ -19,6 +20,7 @@ pipeline found again was triggered after that same check.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -69,9 +71,23 @@ def existing_pipeline(
         if pipeline.id in owned or pipeline.id <= retired:
             continue
         variables = client.pipeline_variables(queue.project, pipeline.id)
-        if variables.get(REQUEST_VARIABLE) == str(item.id):
+        if carries_the_heads_request(variables, item, queue):
             return pipeline
     return None
+
+
+def carries_the_heads_request(
+    variables: Mapping[str, str], item: TrunkWorkItem, queue: TrunkQueueConfig
+) -> bool:
+    """Whether a pipeline's variables are the service's for this head: its id and also
+    its sha, strategy and base. Anyone allowed to run pipelines on the branch can set a
+    head's request id; adopting such a pipeline would let its result (for another sha,
+    or an older base) make this head green."""
+    ours = pipeline_variables(item, queue)
+    return all(
+        variables.get(name) == ours[name]
+        for name in (REQUEST_VARIABLE, SHA_VARIABLE, STRATEGY_VARIABLE, BASE_VARIABLE)
+    )
 
 
 @dataclass(frozen=True, slots=True)
