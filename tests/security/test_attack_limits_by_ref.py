@@ -178,6 +178,28 @@ def test_five_refs_of_one_project_stop_at_submissions_per_minute_per_project(
     assert live_count(engine, OWN) == 3
 
 
+def test_a_retry_cannot_revive_past_max_live_items_per_project(
+    database_url, engine, simulator, issuer, key, projects
+):
+    """Cancel one, create another, retry the first: still at most the project's limit."""
+    del projects
+    limits = {"max_live_items_per_project": 2}
+    with service(database_url, simulator, [ci_rule(issuer.issuer)], limits) as (client, _):
+        jobs = by_ref(issuer, key)
+        first, second = submit_from_every_ref(client, jobs)[:2]
+        assert client.post(
+            f"/api/work-items/{first.json()['id']}/cancel", headers=jobs[REFS[0]]
+        ).is_success
+        third = client.post(
+            MR_ROUTE, json=submission(OWN, "workqueue/third"), headers=jobs[REFS[2]]
+        )
+        assert (second.status_code, third.status_code) == (201, 201)
+        revived = client.post(f"/api/work-items/{first.json()['id']}/retry", headers=jobs[REFS[0]])
+    assert revived.status_code == 429
+    assert revived.json()["detail"].startswith(f"max_live_items_per_project (2) reached for {OWN}")
+    assert live_count(engine, OWN) == 2
+
+
 def test_manual_trunk_heads_count_against_the_project_too(
     database_url, engine, simulator, issuer, key, projects
 ):
