@@ -18,10 +18,12 @@ import sqlalchemy as sa
 from harness import wait_until
 from moto.server import ThreadedMotoServer
 from mr_harness import FILES, PROJECT
+from trunk_harness import land, new_simulator, push_hook, trunk_registry
 from webhook_support import deliveries, install_context, mr_registry, pending, webhook_app
 
 from workqueue.api.sqs_consumer import SqsEventConsumer
 from workqueue.api.webhook_projects import ProjectDirectory
+from workqueue.queue.intake_loop import IntakeResolver
 from workqueue.testing.gitlab_simulator import GitLabSimulator, JobSpec
 
 REGION = "us-east-1"
@@ -215,3 +217,51 @@ def test_a_forged_sqs_event_changes_nothing_gitlab_does_not_confirm(
     assert simulator.request_count("PUT", MERGE_ROUTE) == 0
     assert simulator.request_count("POST", RETRY_ROUTE) == 0
     assert simulator.jobs(pipeline_id)[0]["status"] == "running"
+
+
+# -- a forged Push Hook through SQS: the trunk head comes from GitLab ---------------------
+
+
+def test_a_forged_push_through_sqs_ingests_the_branch_head_gitlab_reports(
+    sqs, queue_url, sessions, database_url
+):
+    """Push Hooks are hints (API.md "Trunk heads must be on their branch"): a body naming a
+    sha that exists nowhere still ingests only what GitLab says the head of main is."""
+    simulator = new_simulator()
+    try:
+        registry = trunk_registry(simulator.url)
+        real_head = land(simulator)
+        forged = push_hook(simulator, real_head)
+        forged["after"] = forged["checkout_sha"] = "f" * 40
+        projects = ProjectDirectory.for_registry(registry, install_context())
+        resolver = IntakeResolver(
+            sessions=sessions, registry=registry, on_items=lambda _: None, sweep_seconds=60
+        )
+        resolver.start()
+        try:
+            consumer = SqsEventConsumer(
+                client=sqs,
+                queue_url=queue_url,
+                sessions=sessions,
+                registry=registry,
+                projects=projects,
+                on_stored=resolver.wake,
+                wait_seconds=0,
+            )
+            publish(sqs, queue_url, forged)
+            assert drain(consumer) == 1
+            wait_until(lambda: heads(sessions) != [], timeout=30, what="the ingest")
+        finally:
+            resolver.stop(timeout=10)
+            projects.close()
+    finally:
+        simulator.stop()
+
+    assert heads(sessions) == [real_head]
+
+
+def heads(sessions) -> list[str]:
+    with sessions() as session:
+        return list(
+            session.execute(sa.text("SELECT sha FROM trunk_details ORDER BY sequence")).scalars()
+        )
