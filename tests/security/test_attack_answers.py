@@ -354,6 +354,7 @@ def test_more_than_30_failed_authentications_from_one_address_answer_429(
     assert 1 <= int(over.headers["retry-after"]) <= 60
     assert "failed authentications" in over.json()["detail"]
     assert dashboard.status_code == 429
+    assert 1 <= int(dashboard.headers["retry-after"]) <= 60
     assert new_user.status_code == 429
     assert (still_alice.status_code, still_jwt.status_code) == (200, 200)
     # No outbound call for anything refused over the budget; another address has its own.

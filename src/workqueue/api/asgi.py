@@ -29,11 +29,6 @@ def route_path(scope: Scope) -> str:
     return path
 
 
-def header_count(scope: Scope, name: bytes) -> int:
-    """How many times header `name` (lower case) was sent."""
-    return sum(1 for key, _ in scope.get("headers", ()) if key == name)
-
-
 def declared_length(scope: Scope) -> int:
     """The `Content-Length` the client announced; 0 when absent or malformed (which the
     server itself refuses)."""

@@ -23,7 +23,7 @@ from collections.abc import Collection
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from workqueue.api.asgi import has_pending_body, header, header_count, route_path, send_json
+from workqueue.api.asgi import has_pending_body, header, route_path, send_json
 from workqueue.api.caller_state import remember_caller
 from workqueue.api.deps import Caller, CallerAuthenticationError, Gatekeeper
 from workqueue.api.failed_authentications import (
@@ -65,14 +65,16 @@ class OneOfEachCredential:
 
 def ambiguous_credential(scope: Scope) -> tuple[int, str] | None:
     """The refusal of a request that sends one credential header more than once, or None."""
-    for name, detail in _BEARER_HEADERS.items():
-        if header_count(scope, name) > 1:
-            return 400, detail
-    if (
-        scope["method"] == "POST"
-        and route_path(scope) == WEBHOOK_PATH
-        and header_count(scope, _WEBHOOK_TOKEN) > 1
-    ):
+    seen: set[bytes] = set()
+    webhook_tokens = 0
+    for name, _ in scope.get("headers", ()):
+        if name in _BEARER_HEADERS:
+            if name in seen:
+                return 400, _BEARER_HEADERS[name]
+            seen.add(name)
+        elif name == _WEBHOOK_TOKEN:
+            webhook_tokens += 1
+    if webhook_tokens > 1 and scope["method"] == "POST" and route_path(scope) == WEBHOOK_PATH:
         return 401, _WEBHOOK_TOKEN_TWICE
     return None
 
