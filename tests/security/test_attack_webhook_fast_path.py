@@ -38,10 +38,21 @@ def raw(base_url: str, request: bytes, timeout: float = 10) -> tuple[int, bytes]
             if not chunk:
                 break
             received += chunk
+        head_bytes, _, body = received.partition(b"\r\n\r\n")
+        length = next(
+            (
+                int(line.split(b":", 1)[1])
+                for line in head_bytes.split(b"\r\n")[1:]
+                if line.lower().startswith(b"content-length:")
+            ),
+            None,
+        )
+        # A kept-alive connection stays open: read the announced body, not until a timeout.
         sock.settimeout(1)
         try:
-            while chunk := sock.recv(65536):
+            while (length is None or len(body) < length) and (chunk := sock.recv(65536)):
                 received += chunk
+                body += chunk
         except (TimeoutError, ConnectionError):
             pass
     return int(received.split(b" ", 2)[1]), received
