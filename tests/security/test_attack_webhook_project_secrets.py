@@ -391,3 +391,24 @@ def test_a_hook_of_a_project_the_service_cannot_see_is_still_accepted(
         answer = deliver(app.url, hook, TEAM_SECRET)
 
     assert answer.json() == {"status": "accepted"}
+
+
+def test_a_path_no_gitlab_project_can_have_is_never_looked_up_or_kept(
+    database_url, sessions, world
+):
+    """A secret holder sending megabyte-long made-up paths must not make the service ask
+    GitLab for them, nor keep them as cache keys (a bounded table of 1 MiB keys is not
+    bounded memory)."""
+    forged = hooks_for(world, OWN)["Push Hook"]
+    forged["project"]["path_with_namespace"] = "team/" + "x" * 300_000
+    with service(
+        database_url, world.simulator, secrets=[{"projects": ["**"], "secret_env": TEAM_ENV}]
+    ) as app:
+        world.simulator.reset_requests()
+        answer = deliver(app.url, forged, TEAM_SECRET)
+        calls = world.simulator.request_count("GET", PROJECT_ROUTE)
+        kept = app.app.state.webhook_projects.kept_keys()
+
+    assert answer.status_code == 422  # the id is team/app's, the path is not
+    assert calls == 1  # the id only
+    assert max(len(key) for key in kept) < 100

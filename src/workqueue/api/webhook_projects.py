@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -47,7 +48,11 @@ logger = logging.getLogger(__name__)
 
 FOUND_SECONDS = 300.0  # as long as the GitLab client keeps a project (PROJECT_CACHE_SECONDS)
 NOT_FOUND_SECONDS = 60.0
-MAX_ANSWERS = 10_000  # oldest answers are forgotten first
+MAX_ANSWERS = 4096  # oldest answers are forgotten first
+# GitLab paths are ASCII letters, digits, `_`, `-`, `.` and `/`; anything else, or
+# longer, names no project and is neither asked about nor kept as a key.
+_POSSIBLE_PATH = re.compile(r"[A-Za-z0-9_.\-]+(?:/[A-Za-z0-9_.\-]+)+")
+MAX_PATH_CHARACTERS = 2048
 LOOKUP_THREADS = 2
 LOOKUP_TIMEOUT_SECONDS = 4.0  # well inside GitLab's 10 s wait for the answer
 # GitLab's answers for a project the token may not see: 404 (or 403/401 on some setups).
@@ -133,6 +138,11 @@ class ProjectDirectory:
 
         return cls([client.project for client in clients], close=close)
 
+    def kept_keys(self) -> list[str]:
+        """The ids and paths answers are kept for (for tests and debugging)."""
+        with self._lock:
+            return [reference for _, reference in self._answers]
+
     def close(self) -> None:
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
@@ -168,7 +178,10 @@ class ProjectDirectory:
         by_ids = self._known(("id", str(project_id)), cached_only=cached_only)
         if any(found is not None and found.path == path for found in by_ids):
             return True  # the common case: one answer, usually cached
-        by_paths = self._known(("path", path), cached_only=cached_only)
+        if len(path) > MAX_PATH_CHARACTERS or not _POSSIBLE_PATH.fullmatch(path):
+            by_paths: tuple[KnownProject | None, ...] = (None,) * len(by_ids)
+        else:
+            by_paths = self._known(("path", path), cached_only=cached_only)
         return any(
             names_one_project(project_id, path, by_id, by_path)
             for by_id, by_path in zip(by_ids, by_paths, strict=True)
