@@ -167,3 +167,19 @@ def test_in_cluster_openshift_tokens_go_to_the_api_server_with_the_cluster_ca(
         assert api.hits[USERS_PATH] == 1
     finally:
         api.stop()
+
+
+def test_offline_a_url_issuer_verifies_beside_a_cluster_issuer_never_discovered(
+    make_authenticator, cluster, api_server, issuer, rsa_signing_key
+):
+    authenticator = make_authenticator(
+        [issuer_rule("k8s"), issuer_rule(issuer.issuer)], cluster=cluster
+    )
+    token = f"Bearer {sign(claims_for(issuer.issuer), rsa_signing_key)}"
+    api_server.required_bearer = "another-token"  # cluster discovery fails for now
+    authenticator.authenticate(token)  # verified by the URL issuer all the same
+    api_server.required_bearer = SERVICE_ACCOUNT_TOKEN
+    asked = api_server.discovery_hits
+
+    assert authenticator.authenticate(token, offline=True).issuer == issuer.issuer
+    assert api_server.discovery_hits == asked  # the cluster was not asked

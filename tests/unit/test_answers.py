@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from workqueue.api.answers import DRAIN_PAST_LIMIT_BYTES, AnswerRules
+from workqueue.api.answers import DRAIN_BYTES, AnswerRules
 
 LIMIT = 1000
 CHUNK = b"x" * 100
@@ -120,16 +120,18 @@ def test_a_refusal_midway_drains_the_rest():
 
 
 @pytest.mark.parametrize(
-    ("headers", "drained"),
+    ("status", "headers", "drained"),
     [
-        ({"content-length": str(LIMIT + DRAIN_PAST_LIMIT_BYTES)}, True),
-        ({"content-length": str(LIMIT + DRAIN_PAST_LIMIT_BYTES + 1)}, False),  # reset anyway
-        ({"content-length": "1000", "expect": "100-continue"}, False),  # it sends nothing
-        ({"content-length": "1000", "expect": "100-Continue "}, False),
+        (413, {"content-length": str(LIMIT + DRAIN_BYTES)}, True),
+        (413, {"content-length": str(LIMIT + DRAIN_BYTES + 1)}, False),  # reset anyway
+        (401, {"content-length": str(DRAIN_BYTES)}, True),
+        (401, {"content-length": str(DRAIN_BYTES + 1)}, False),  # the limit is a 413's
+        (413, {"content-length": "1000", "expect": "100-continue"}, False),  # it sends nothing
+        (401, {"content-length": "1000", "expect": "100-Continue "}, False),
     ],
 )
-def test_what_is_not_drained(headers, drained):
-    sent, taken = run(answering(413), scope("/api/x", headers), [CHUNK] * 5)
+def test_what_is_not_drained(status, headers, drained):
+    sent, taken = run(answering(status), scope("/api/x", headers), [CHUNK] * 5)
     assert (b"connection", b"close") in headers_of(sent)
     assert taken == (5 if drained else 0)
     assert sent[-1].get("more_body", False) is False
@@ -142,11 +144,12 @@ def test_a_stalled_body_is_not_drained():
     assert (b"connection", b"close") in headers_of(sent)
 
 
-def test_the_drain_stops_past_its_bound():
+@pytest.mark.parametrize(("status", "bound"), [(413, LIMIT + DRAIN_BYTES), (401, DRAIN_BYTES)])
+def test_the_drain_stops_past_its_bound(status, bound):
     big = b"x" * (1024 * 1024)
     chunks = [big] * 40  # 40 MiB, chunked: no length to refuse the drain by
-    sent, taken = run(answering(413), scope("/api/x", {"transfer-encoding": "chunked"}), chunks)
-    assert taken == (LIMIT + DRAIN_PAST_LIMIT_BYTES) // len(big) + 1
+    sent, taken = run(answering(status), scope("/api/x", {"transfer-encoding": "chunked"}), chunks)
+    assert taken == bound // len(big) + 1
     assert sent[-1] == {"type": "http.response.body", "body": b"", "more_body": False}
 
 

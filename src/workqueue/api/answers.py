@@ -15,8 +15,10 @@ shortcut and the server-error handler included, so no answer leaves without it:
   plain HTTP library) saw a network error instead of the reason. The answer
   itself is sent first, for clients that read while they write.
 
-  The drain ends with the body, at `DRAIN_PAST_LIMIT_BYTES` past the path's
-  body limit, at the body time limit, when the client leaves, or when it
+  The drain ends with the body, after `DRAIN_BYTES` (for a 413:
+  `DRAIN_BYTES` past the path's body limit, or no 413 of an API body, whose
+  limit is 16 MiB, could ever be read), at the body time limit, when the
+  client leaves, or when it
   sends nothing for a while: `DRAIN_START_SECONDS` for the first bytes (a
   client that writes its whole body has them on the way already),
   `DRAIN_IDLE_SECONDS` between later ones. A client that announced a body it
@@ -43,8 +45,8 @@ from workqueue.api.asgi import (
 
 API_PATHS = ("/api", "/api/")
 NO_STORE = (b"cache-control", b"no-store")
-# Past the body limit: an API body over its 16 MiB limit still gets its 413.
-DRAIN_PAST_LIMIT_BYTES = 16 * 1024 * 1024
+DRAIN_BYTES = 16 * 1024 * 1024
+_TOO_LARGE = 413
 DRAIN_START_SECONDS = 0.25
 DRAIN_IDLE_SECONDS = 1.0
 _STALLED = 408
@@ -71,6 +73,7 @@ class _Exchange:
 
     __slots__ = (
         "_drain",
+        "_drain_bytes",
         "_receive",
         "_rules",
         "_scope",
@@ -91,6 +94,7 @@ class _Exchange:
         self.body_done = not has_pending_body(scope)
         self.received = 0
         self._drain = False
+        self._drain_bytes = DRAIN_BYTES
 
     def pair(self) -> tuple[Receive, Send]:
         return self.receive, self.send
@@ -129,6 +133,8 @@ class _Exchange:
         if not self.body_done:
             if CLOSE_CONNECTION not in headers:
                 headers.append(CLOSE_CONNECTION)  # else the server drains without a bound
+            if message["status"] == _TOO_LARGE:
+                self._drain_bytes += self._rules.limit_for(route_path(self._scope))
             self._drain = message["status"] != _STALLED and self._drainable()
         return {**message, "headers": headers}
 
@@ -136,13 +142,10 @@ class _Exchange:
         expect = header(self._scope, b"expect")
         if expect is not None and expect.strip().lower() == "100-continue":
             return False
-        return declared_length(self._scope) <= self._budget()
-
-    def _budget(self) -> int:
-        return self._rules.limit_for(route_path(self._scope)) + DRAIN_PAST_LIMIT_BYTES
+        return declared_length(self._scope) <= self._drain_bytes
 
     async def _drain_body(self) -> None:
-        budget = self._budget()
+        budget = self._drain_bytes
         wait = DRAIN_START_SECONDS if self.received == 0 else DRAIN_IDLE_SECONDS
         try:
             async with asyncio.timeout(self._rules.timeout_seconds):

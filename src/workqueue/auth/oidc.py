@@ -128,7 +128,8 @@ class OIDCIssuer:
         if self._issuer is not None:
             return self._issuer
         if offline:
-            raise AuthenticationError(_OFFLINE_REFUSAL)
+            # As if the issuer were down: another issuer may still verify the token.
+            raise IssuerUnavailableError(_OFFLINE_REFUSAL)
         with self._lock:
             if self._issuer is not None:
                 return self._issuer
