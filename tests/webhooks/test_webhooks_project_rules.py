@@ -1,14 +1,23 @@
-"""The pure rules behind project-scoped webhook secrets and id/path agreement, as tables."""
+"""The rules behind project-scoped webhook secrets and id/path agreement: the pure ones as
+tables, then the directory's answers from the GitLab simulator."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from webhook_support import install_context, mr_registry
 
-from workqueue.api.webhook_projects import KnownProject, names_one_project
+from workqueue.api.webhook_projects import (
+    KnownProject,
+    ProjectDirectory,
+    ProjectLookupUnavailable,
+    names_one_project,
+)
 from workqueue.api.webhook_secrets import ProjectScope, WebhookSecrets
+from workqueue.gitlab.client import GitLabClient
 from workqueue.gitlab.hooks import HookProject, project_id_conflict
+from workqueue.types.catalog import InstallContext
 
 APP = KnownProject(42, "team/app")
 PROD = KnownProject(7, "victim/prod")
@@ -114,3 +123,29 @@ def test_a_token_carries_the_projects_of_every_secret_it_equals():
     assert not secrets.matches("victim ")
     assert "team" not in repr(secrets)
     assert len(secrets) == 4
+
+
+def test_a_token_gitlab_refuses_makes_every_check_unavailable_not_open(simulator, world):
+    """A 401 (revoked or expired service token) or 403 (a token without `read_api`) is
+    GitLab refusing every question, not "no such project": treating it as the latter would
+    accept every body whose id and path disagree. Only a 404 says GitLab shows none."""
+    registry = mr_registry(simulator.url)
+    bad = InstallContext(
+        gitlab_token="revoked-token",
+        gitlab_client_factory=lambda url, token: GitLabClient(url, token, timeout=5),
+    )
+    directory = ProjectDirectory.for_registry(registry, bad)
+    try:
+        with pytest.raises(ProjectLookupUnavailable):
+            directory.same_project(world.project_id + 1000, world.project_path)
+        with pytest.raises(ProjectLookupUnavailable):
+            directory.path_of(world.project_id)
+    finally:
+        directory.close()
+    good = ProjectDirectory.for_registry(registry, install_context())
+    try:
+        assert good.same_project(world.project_id, world.project_path)
+        assert not good.same_project(world.project_id + 1000, world.project_path)
+        assert good.path_of(world.project_id + 1000) is None
+    finally:
+        good.close()

@@ -21,8 +21,8 @@ unauthenticated request. Answers, found or not found, are kept for
 deliveries for one project costs one look-up and a flood of made-up ids costs
 one per id; look-ups run on `LOOKUP_THREADS` threads of their own, so they
 never take the event loop or the request threads. A GitLab that cannot answer
-(timeout, 5xx, a wrong base URL) raises `ProjectLookupUnavailable`: the
-receiver answers 503 and stores nothing.
+(timeout, 5xx, a wrong base URL, the service's token refused) raises
+`ProjectLookupUnavailable`: the receiver answers 503 and stores nothing.
 """
 
 from __future__ import annotations
@@ -55,8 +55,10 @@ _POSSIBLE_PATH = re.compile(r"[A-Za-z0-9_.\-]+(?:/[A-Za-z0-9_.\-]+)+")
 MAX_PATH_CHARACTERS = 2048
 LOOKUP_THREADS = 2
 LOOKUP_TIMEOUT_SECONDS = 4.0  # well inside GitLab's 10 s wait for the answer
-# GitLab's answers for a project the token may not see: 404 (or 403/401 on some setups).
-_NOT_SHOWN = frozenset({401, 403, 404})
+# GitLab answers 404 for a project the token may not see. 401 (a revoked token) and 403
+# (a token without `read_api`) refuse every question: taken for "no such project", they
+# would let any id and path pass as naming nothing the service can see.
+_NOT_SHOWN = frozenset({404})
 
 
 class ProjectLookupUnavailable(Exception):  # noqa: N818 - a condition, reported as 503
