@@ -6,8 +6,9 @@ every trigger the service looks for a pipeline it already made for the head:
 API pipelines of the branch updated since the admission (minus a clock-skew
 margin) that no head owns yet and that are newer than any pipeline of an
 earlier validation of the head (before a retry), whose
-`WORKQUEUE_TRUNK_REQUEST`, `WORKQUEUE_TRUNK_SHA`, `WORKQUEUE_BUILD_STRATEGY`
-and `WORKQUEUE_BASE_SHA` are the head's. Admission is committed
+variables are exactly the ones the service triggers with (`WORKQUEUE_TRUNK_REQUEST`,
+`WORKQUEUE_TRUNK_SHA`, `WORKQUEUE_BUILD_STRATEGY`, `WORKQUEUE_BASE_SHA` and the
+queue's own, nothing more). Admission is committed
 before this runs (a step of its own), so the strategy and base a found
 pipeline carries are always the recorded ones.
 
@@ -79,15 +80,12 @@ def existing_pipeline(
 def carries_the_heads_request(
     variables: Mapping[str, str], item: TrunkWorkItem, queue: TrunkQueueConfig
 ) -> bool:
-    """Whether a pipeline's variables are the service's for this head: its id and also
-    its sha, strategy and base. Anyone allowed to run pipelines on the branch can set a
-    head's request id; adopting such a pipeline would let its result (for another sha,
-    or an older base) make this head green."""
-    ours = pipeline_variables(item, queue)
-    return all(
-        variables.get(name) == ours[name]
-        for name in (REQUEST_VARIABLE, SHA_VARIABLE, STRATEGY_VARIABLE, BASE_VARIABLE)
-    )
+    """Whether a pipeline's variables are exactly the service's for this head: its id,
+    sha, strategy and base, the queue's own variables, and nothing else. Anyone allowed
+    to run pipelines on the branch can set a head's request id; adopting such a pipeline
+    would let its result (for another sha, an older base, a queue variable changed, or
+    one more variable the project's CI reads to skip its work) make this head green."""
+    return dict(variables) == pipeline_variables(item, queue)
 
 
 @dataclass(frozen=True, slots=True)
