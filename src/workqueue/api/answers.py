@@ -46,9 +46,9 @@ from workqueue.api.asgi import (
 API_PATHS = ("/api", "/api/")
 NO_STORE = (b"cache-control", b"no-store")
 DRAIN_BYTES = 16 * 1024 * 1024
-_TOO_LARGE = 413
 DRAIN_START_SECONDS = 0.25
 DRAIN_IDLE_SECONDS = 1.0
+_TOO_LARGE = 413
 _STALLED = 408
 
 
