@@ -51,6 +51,9 @@ ProjectRef = str | int
 DEFAULT_TIMEOUT_SECONDS = 30.0
 # How long a project lookup (id, path, default branch) is reused.
 PROJECT_CACHE_SECONDS = 300.0
+# Keys are whatever callers and hooks spell (GitLab finds a path in any letter case):
+# the oldest answers are forgotten first, so the cache is bounded whatever is asked.
+MAX_CACHED_PROJECTS = 4096
 _BRANCH_NOT_FOUND = "404 Branch Not Found"
 
 
@@ -187,7 +190,7 @@ class GitLabClient:
 
     def project(self, project: ProjectRef) -> ProjectInfo:
         """The project (id, path, default branch), cached per client and key for
-        `PROJECT_CACHE_SECONDS`.
+        `PROJECT_CACHE_SECONDS`, at most `MAX_CACHED_PROJECTS` keys (oldest go first).
 
         The path decides authorization (`projects:` scopes) and the default branch
         where MRs go, so the cache expires: a project renamed or moved to another
@@ -208,7 +211,10 @@ class GitLabClient:
             current = self._projects.get(key)
             if current is not None and current is not cached:
                 return current[0]
+            self._projects.pop(key, None)  # re-inserted last: the oldest go first
             self._projects[key] = (info, now)
+            while len(self._projects) > MAX_CACHED_PROJECTS:
+                del self._projects[next(iter(self._projects))]
         return info
 
     def branch(self, project: ProjectRef, name: str) -> BranchInfo | None:
