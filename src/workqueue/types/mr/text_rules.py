@@ -104,21 +104,36 @@ _PATH = rf"{_SEGMENT}(?:/{_SEGMENT})*"
 # is the run of path characters right before it (`_PathRuns`).
 _SIGIL = re.compile(r"[#!&][0-9]+")
 # `path@sha` (and `path@sha...sha`): a cross-project commit; a bare `@abc1234`
-# is a mention. Not followed by a name character or `.x`, so e-mail addresses
-# (`dev@cafe1234.example`) are left alone.
-_COMMIT = re.compile(r"@[0-9a-fA-F]{7,40}(?![A-Za-z0-9_\-]|\.[A-Za-z0-9])")
+# is a mention. GitLab's commit pattern stops at no particular character, and
+# SHA-256 ids run to 64 digits. Only a name without `/` followed by a name
+# character or `.x` is taken for an e-mail address (`dev@cafe1234.example`).
+_COMMIT = re.compile(r"@[0-9a-fA-F]{7,}+")
+_EMAIL_DOMAIN_GOES_ON = re.compile(r"[A-Za-z0-9_\-]|\.[A-Za-z0-9]")
 # GitLab: `(?<!\w)@name`, with Ruby's ASCII `\w`: `é@alice` mentions alice.
 _MENTION = re.compile(rf"(?<![A-Za-z0-9_])@(?P<name>{_PATH})")
-# GitLab's extensible references (GitLab 18): `[epic:group/3]`, `[work_item:g/p/4]`.
-_EXTENDED = re.compile(
-    r"\[(?P<kind>epic|issue|work_item|merge_request):(?P<target>[^\]\s]{1,1024})\]"
-)
+# GitLab's extensible references (GitLab 18): `[epic:group/3]`, `[work_item:g/p/4]`,
+# and every other kind (`[vulnerability:g/p/5]`): a path of another project counts.
+# The target stops at the next `[`, so each `[` is read past at most once.
+_EXTENDED = re.compile(r"\[(?P<kind>[a-z_]{1,64}):(?P<target>[^\[\]\s]{1,1024})\]")
 # Links GitLab autolinks (and its closing scan takes as one issue_ref): what
 # they contain is no reference. A link ends early here, at brackets and
 # quotes, so `[x](https://h/)victim/prod#1` leaves `victim/prod#1` outside it,
-# where GitLab reads it too; `xhttps://` is no scheme GitLab links.
+# where GitLab reads it too. GitLab's autolinker (comrak, as cmark-gfm) takes
+# the run of letters before `://` as the scheme: `xhttps://` is no scheme it
+# links, but `1https://`, `.https://` and `-https://` are links to it.
 _URL_CHARS = r"[^\s<>()\[\]{}\"'`]+"
-_LINK = re.compile(rf"(?<![A-Za-z0-9+.\-])(?i:https?://){_URL_CHARS}")
+_LINK = re.compile(rf"(?<![A-Za-z])(?i:https?://){_URL_CHARS}")
+# How much of a link GitLab's link patterns (`compose_link_reference_pattern`)
+# turn into a reference: the item, then `(/[a-z0-9_=-]+)*/*`, a query and an
+# anchor. What follows becomes text again, read by the filters that run after.
+_LINKED_ITEM = re.compile(
+    r"/(?:(?:commits?|compare)/[0-9a-fA-F]{7,}+(?:\.{2,3}[0-9a-fA-F]{7,}+)?"
+    r"|(?:issues(?:/incident)?|merge_requests|work_items|epics|snippets|milestones"
+    r"|alert_management|feature_flags|vulnerabilities)/[0-9]++)"
+)
+_LINKED_ITEM_TAIL = re.compile(
+    r"(?:/[a-z0-9_=-]+)*+/*+(?:\?[a-z0-9_=-]+(?:&[a-z0-9_=-]+)*+)?(?:#[a-z0-9_-]+)?"
+)
 # Scheme-less addresses are judged as links but stay text: whether GitLab
 # links them depends on its Markdown engine.
 _BARE_ADDRESS = re.compile(rf"(?<![A-Za-z0-9+.\-])(?i:www\.){_URL_CHARS}")
@@ -310,8 +325,15 @@ def _mask_links(view: str, own: str, found: dict[tuple[FindingKind, str], int]) 
 
     def mask(url: re.Match[str]) -> str:
         judge(url)
-        # The rest of a link is no reference to GitLab (`page#12`, `/@alice`).
-        return _blank(url)
+        # The rest of a link is no reference to GitLab (`page#12`, `/@alice`),
+        # except what follows an item GitLab turns into a reference.
+        text = url.group()
+        item = _LINKED_ITEM.search(text)
+        if item is None:
+            return _blank(url)
+        end = _LINKED_ITEM_TAIL.match(text, item.end())
+        cut = end.end() if end is not None else item.end()
+        return " " * cut + text[cut:]
 
     for address in _BARE_ADDRESS.finditer(view):
         judge(address)
@@ -331,8 +353,12 @@ def _find_short_references(view: str, own: str, found: dict[tuple[FindingKind, s
     for commit in _COMMIT.finditer(view):
         at = commit.start()
         start = runs.start_before(at)
-        if start < at and not _is_own(view[start:at], own):
-            found.setdefault((FindingKind.REFERENCE, view[start : commit.end()]), start)
+        path = view[start:at]
+        if not path or _is_own(path, own):
+            continue
+        if "/" not in path and _EMAIL_DOMAIN_GOES_ON.match(view, commit.end()):
+            continue
+        found.setdefault((FindingKind.REFERENCE, _shortened(view[start : commit.end()])), start)
 
 
 def _blank(match: re.Match[str]) -> str:
