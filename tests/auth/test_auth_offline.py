@@ -41,10 +41,25 @@ def test_an_unknown_key_id_is_refused_offline_without_a_refresh(
     authenticator.authenticate(f"Bearer {sign(claims_for(issuer.issuer), rsa_signing_key)}")
     clock.advance(3600)  # the refresh limit would allow a fetch, and the keys are stale
     unknown = sign(claims_for(issuer.issuer), rsa_key("made-up"))
-    for token in (unknown, sign(claims_for(issuer.issuer), rsa_signing_key)):
-        with pytest.raises(AuthenticationError):
-            authenticator.authenticate(f"Bearer {token}", offline=True)
+    with pytest.raises(AuthenticationError):
+        authenticator.authenticate(f"Bearer {unknown}", offline=True)
     assert issuer.jwks_hits == 1
+
+
+def test_a_held_key_that_aged_out_is_refreshed_offline_within_the_limit(
+    authenticator, issuer, rsa_signing_key, clock
+):
+    # An address kept over its budget for longer than the keys' age must not lock out
+    # the callers behind it whose tokens are signed by a key the service holds.
+    authenticator.authenticate(f"Bearer {sign(claims_for(issuer.issuer), rsa_signing_key)}")
+    clock.advance(3600)
+    for _ in range(3):
+        token = sign(claims_for(issuer.issuer), rsa_signing_key)
+        assert authenticator.authenticate(f"Bearer {token}", offline=True).kind == "jwt"
+    forged = sign(claims_for(issuer.issuer), rsa_key("forger"), kid=rsa_signing_key.kid)
+    with pytest.raises(AuthenticationError, match="invalid token signature"):
+        authenticator.authenticate(f"Bearer {forged}", offline=True)
+    assert issuer.jwks_hits == 2
 
 
 def test_a_bad_signature_is_refused_offline(authenticator, issuer, rsa_signing_key):

@@ -3,8 +3,9 @@
 Checking a token may cost a call to someone else (OpenShift's `users/~`, an
 issuer's key set), and anyone can send tokens. Once an address has failed
 `LIMIT` times within `WINDOW_SECONDS`, its requests are authenticated only as
-far as that needs no outbound call: a token the service already knows (a
-cached OpenShift user, a JWT signed with a key already fetched) still works,
+far as that needs no outbound call about an unknown token: a token the service
+already knows (an OpenShift token found valid within a day, a JWT signed with
+a key already fetched) still works, however long the budget stays spent,
 anything else answers 429 with `Retry-After` (`TooManyFailedAuthenticationsError`).
 Serving known tokens matters because many callers can share one address: every
 caller behind the OAuth proxy of the OpenShift deployment arrives from the

@@ -11,9 +11,10 @@ any caller can set on paths the OAuth proxy does not guard, cannot sneak in.
 - No header at all is anonymous (401), unless the development-only local
   user is configured.
 
-`offline=True` proves a caller only from what is already known (cached
-OpenShift users, signing keys already fetched) and refuses whatever would
-need an outbound call.
+`offline=True` proves a caller only from what is already known (OpenShift
+tokens found valid within a day, signing keys already fetched: each checked
+again when its cache entry expires) and refuses whatever else would need an
+outbound call.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ Refreshes are rate-limited per issuer because anyone can send a token with
 a made-up `kid`; without the limit every such request would become a
 request to the issuer. The key set is also refreshed when older than
 `keys_max_age_seconds`, so a key the issuer withdrew stops being trusted.
-`offline=True` verifies with fresh keys already held and calls nobody.
+`offline=True` verifies with keys already held, and calls the issuer only to
+refresh a held key that aged out (within the same refresh limit).
 """
 
 from __future__ import annotations
@@ -148,7 +149,8 @@ class OIDCIssuer:
         self, token: str, accepted_audiences: frozenset[str], *, offline: bool = False
     ) -> dict[str, Any]:
         """The verified claims of `token`, or AuthenticationError (`offline`: also when
-        its key is not held, or held too long, for that needs the issuer).
+        its key is not held, for that needs the issuer; a held key that aged out is
+        refreshed as online).
 
         `accepted_audiences` (exact strings) are the audiences this service
         answers to for this issuer: a token whose `aud` names none of them
@@ -231,8 +233,14 @@ class OIDCIssuer:
 
     def _held_key(self, key_id: str) -> VerificationKey:
         key = self._keys.get(key_id)
-        if key is None or self._keys_are_stale():
+        if key is None:
             raise AuthenticationError(_OFFLINE_REFUSAL)
+        if self._keys_are_stale():
+            # A key held too long is checked again as online, within the refresh
+            # limit: refusing it would refuse every caller of an address kept over
+            # its budget once the key set has aged out, and the refreshes a known
+            # `kid` can cause are bounded as those of made-up ones are.
+            return self._key(key_id)
         return key
 
     def _keys_are_stale(self) -> bool:

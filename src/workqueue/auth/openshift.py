@@ -14,13 +14,18 @@ Three rules keep the caches safe (DDR-27):
   proxy refreshes a session with a new token, which is asked about at once;
 - an API failure (OpenShift unreachable, an answer that is no `User`) is
   never cached: the next request asks again;
-- both caches are keyed by a SHA-256 of the token, never the token itself, so
-  a heap dump or debugger view of them holds no usable credential; both are
-  bounded, the oldest entries dropped first, so unique tokens cannot grow
-  memory.
+- the caches (and the tokens known valid, below) are keyed by a SHA-256 of
+  the token, never the token itself, so a heap dump or debugger view of them
+  holds no usable credential; all are bounded, the oldest entries dropped
+  first, so unique tokens cannot grow memory.
 
-`offline=True` answers from the caches only (the HTTP layer asks so for a
-client address over its budget of failed authentications).
+`offline=True` answers from the caches, and asks OpenShift again only about a
+token it has seen valid within `DEFAULT_KNOWN_TTL_SECONDS` (the HTTP layer asks
+so for a client address over its budget of failed authentications). A user's
+cache entry lasts 5 minutes, and an address can be kept over its budget for
+as long as anyone likes (every caller behind the OpenShift router shares one):
+without that memory, every known caller would be refused 5 minutes into it,
+while the calls it allows need a token that was valid.
 """
 
 from __future__ import annotations
@@ -46,6 +51,9 @@ OPENSHIFT_TOKEN_PREFIX = "sha256~"  # noqa: S105 - the prefix marking a token ty
 USERS_SELF_PATH = "/apis/user.openshift.io/v1/users/~"
 DEFAULT_CACHE_TTL_SECONDS = 300.0
 DEFAULT_REFUSAL_TTL_SECONDS = 10.0
+# How long a token seen valid may still be asked about offline: a day, the
+# lifetime of OpenShift's OAuth tokens and of the OAuth proxy's session.
+DEFAULT_KNOWN_TTL_SECONDS = 24 * 3600.0
 # Users need valid tokens, so that cache stays small; refusals need none, and
 # the bound is what keeps an attacker's unique tokens from growing memory.
 DEFAULT_CACHE_MAX_ENTRIES = 10_000
@@ -99,6 +107,10 @@ class ExpiringCache(Generic[_Value]):
                 return None
             return value
 
+    def discard(self, key: str) -> None:
+        with self._lock:
+            self._entries.pop(key, None)
+
     def put(self, key: str, value: _Value) -> None:
         with self._lock:
             now = self._clock()
@@ -121,6 +133,7 @@ class OpenShiftUsers:
         tls: ssl.SSLContext | bool = True,
         cache_ttl_seconds: float = DEFAULT_CACHE_TTL_SECONDS,
         refusal_ttl_seconds: float = DEFAULT_REFUSAL_TTL_SECONDS,
+        known_ttl_seconds: float = DEFAULT_KNOWN_TTL_SECONDS,
         cache_max_entries: int = DEFAULT_CACHE_MAX_ENTRIES,
         http_timeout_seconds: float = DEFAULT_HTTP_TIMEOUT_SECONDS,
         clock: Callable[[], float] = time.monotonic,
@@ -134,12 +147,17 @@ class OpenShiftUsers:
         self._refusals: ExpiringCache[str] = ExpiringCache(
             ttl_seconds=refusal_ttl_seconds, max_entries=cache_max_entries, clock=clock
         )
+        # token hash -> its user's name: tokens OpenShift said were valid, which
+        # `offline` may ask about again.
+        self._known: ExpiringCache[str] = ExpiringCache(
+            ttl_seconds=known_ttl_seconds, max_entries=cache_max_entries, clock=clock
+        )
 
     def close(self) -> None:
         self._http.close()
 
     def authenticate(self, token: str, *, offline: bool = False) -> Principal:
-        """The user of `token`; `offline`: from the caches only, AuthenticationError otherwise."""
+        """The user of `token`; `offline`: AuthenticationError unless it is cached or known."""
         cache_key = token_cache_key(token)
         principal = self._users.get(cache_key)
         if principal is not None:
@@ -147,7 +165,7 @@ class OpenShiftUsers:
         refused = self._refusals.get(cache_key)
         if refused is not None:
             raise AuthenticationError(refused)
-        if offline:
+        if offline and self._known.get(cache_key) is None:
             raise AuthenticationError("token not checked: too many failed authentications")
         # No lock around the call: one slow API call must not stall every other
         # user. Two concurrent first requests with one token both ask; the
@@ -158,8 +176,10 @@ class OpenShiftUsers:
             raise
         except AuthenticationError as error:
             self._refusals.put(cache_key, error.reason)
+            self._known.discard(cache_key)
             raise
         self._users.put(cache_key, principal)
+        self._known.put(cache_key, principal.identity)
         return principal
 
     def _look_up(self, token: str) -> Principal:
