@@ -16,7 +16,10 @@ MEGABYTE = 1_000_000
 @pytest.fixture
 def quiet_client(database_url, simulator):
     """Items stay as submitted: nothing pushes 20 MB to the simulator meanwhile."""
-    with build_client(database_url, simulator, process_items=False) as client:
+    mr = {"gitlab_url": simulator.url, "content": {"binary_paths": ["*.bin"]}}
+    with build_client(
+        database_url, simulator, process_items=False, handled_types={"mr": mr}
+    ) as client:
         yield client
 
 

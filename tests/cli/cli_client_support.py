@@ -60,7 +60,10 @@ def live_service(database_url) -> Iterator[Service]:
                 "backoff_initial_seconds": 60,
                 "backoff_max_seconds": 60,
             },
-            "handled_types": {"mr": {"gitlab_url": simulator.url}},
+            # The CLI sends any file; binary ones only pass where the type accepts them.
+            "handled_types": {
+                "mr": {"gitlab_url": simulator.url, "content": {"binary_paths": ["assets/**"]}}
+            },
         }
     )
     app = create_app(

@@ -90,6 +90,11 @@ def submit(
     project_path = authorize_submission(
         runtime, caller, MR_ITEM_TYPE, body.project, validate=validate
     )
+    # Rules that need the project's own settings (its CI configuration file), read once
+    # the caller is allowed on it; a GitLab failure answers 502 like the resolution.
+    project_check = runtime.registry.get(MR_ITEM_TYPE).project_submission_check
+    if project_check is not None and (errors := project_check(body.project, body)):
+        raise RequestValidationError(errors)
     submitter = Submitter(
         issuer=caller.issuer_key, identity=caller.identity, owner=owner_of(runtime, caller)
     )

@@ -5,7 +5,9 @@ untrusted: a non-finite float makes the answer unrenderable (a 500), bytes
 that are not UTF-8 fail to encode (a 500), and a 16 MiB field comes back
 whole. Here every echoed value is made finite, decodable and small: strings
 are cut to `MAX_ECHOED_CHARS`, only the top level of a container is shown,
-and at most `MAX_ERRORS` errors are listed.
+and at most `MAX_ERRORS` errors are listed. Free text GitLab would publish (file
+`content`, `title`, `description`, `commit_message`) is never echoed, only described:
+it may hold a secret, and a 422 may end up in a log the whole project can read.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ MAX_ECHOED_CHARS = 200
 MAX_ECHOED_ITEMS = 10
 MAX_ERRORS = 50
 _MAX_ECHOED_INT_BITS = 640  # about 190 decimal digits
+_UNECHOED_FIELDS = frozenset({"content", "title", "description", "commit_message"})
 
 
 async def validation_error_answer(request: Request, error: Exception) -> JSONResponse:
@@ -44,7 +47,9 @@ def _safe_error(error: Any) -> dict[str, Any]:
         if name == "loc":
             safe[name] = [_location_part(part) for part in _as_list(value)]
         elif name == "input":
-            safe[name] = _echo(value, top_level=True)
+            location = _as_list(error.get("loc"))
+            about_free_text = bool(location) and location[-1] in _UNECHOED_FIELDS
+            safe[name] = _shape(value) if about_free_text else _echo(value, top_level=True)
         elif name == "ctx" and isinstance(value, Mapping):
             # Context values may be exception objects (a validator's ValueError).
             safe[name] = {_text(str(k)): _scalar(v) for k, v in list(value.items())[:10]}
@@ -69,7 +74,12 @@ def _echo(value: Any, *, top_level: bool) -> Any:
         if not top_level:
             return f"<object with {len(value)} keys>"
         shown = list(value.items())[:MAX_ECHOED_ITEMS]
-        echoed = {_text(str(key)): _echo(item, top_level=False) for key, item in shown}
+        echoed = {
+            _text(str(key)): _shape(item)
+            if key in _UNECHOED_FIELDS
+            else _echo(item, top_level=False)
+            for key, item in shown
+        }
         if len(value) > MAX_ECHOED_ITEMS:
             echoed["…"] = f"<{len(value) - MAX_ECHOED_ITEMS} more keys>"
         return echoed
@@ -80,6 +90,17 @@ def _echo(value: Any, *, top_level: bool) -> Any:
         if len(value) > MAX_ECHOED_ITEMS:
             items.append(f"<{len(value) - MAX_ECHOED_ITEMS} more items>")
         return items
+    return _scalar(value)
+
+
+def _shape(value: Any) -> Any:
+    """What `value` is, without what it says."""
+    if isinstance(value, str):
+        return f"<text of {len(value)} characters>"
+    if isinstance(value, bytes | bytearray | memoryview):
+        return f"<{len(value)} bytes>"
+    if isinstance(value, Mapping | list | tuple):
+        return _echo(value, top_level=False)
     return _scalar(value)
 
 

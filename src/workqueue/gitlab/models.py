@@ -34,6 +34,9 @@ class ProjectInfo:
     path_with_namespace: str
     default_branch: str | None  # None only for a project with an empty repository
     web_url: str
+    # The "CI/CD configuration file" setting as GitLab shows it: None or "" when unset
+    # (GitLab then reads `.gitlab-ci.yml`), and also None when the token cannot read code.
+    ci_config_path: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +220,7 @@ def parse_project(data: Any) -> ProjectInfo:
         path_with_namespace=fields.text("path_with_namespace"),
         default_branch=fields.opt_text("default_branch"),
         web_url=fields.text("web_url"),
+        ci_config_path=fields.opt_text("ci_config_path"),
     )
 
 

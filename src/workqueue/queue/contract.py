@@ -51,6 +51,7 @@ __all__ = [
     "PermanentError",
     "Phase",
     "ProjectPathResolver",
+    "ProjectSubmissionCheck",
     "Resolver",
     "RetryHook",
     "WorkItem",
@@ -242,6 +243,13 @@ their `content_bytes` to 0 and `contents_dropped_at`, under row locks, in this t
 ProjectPathResolver = Callable[[str], str]
 """Turns a submitted project reference (a path or a numeric id) into the project's path,
 which authorization scopes match; a type whose items name projects by id provides one."""
+
+ProjectSubmissionCheck = Callable[[str, Any], list[dict[str, Any]]]
+"""Checks a parsed submission body against its project's own settings on GitLab (e.g. which
+file is its CI configuration): given the project as submitted and the body, the entries of
+a 422 `detail` list, empty when it passes. Called once the caller is authorized on the
+project, so an answer tells nothing about projects out of its scope; GitLab errors
+propagate, as from the project path resolver."""
 
 Resolver = Callable[[Session, Mapping[str, Any]], list[uuid.UUID]]
 """Finds the active items an incoming event of some type concerns (DDR-32)."""

@@ -20,6 +20,7 @@ from workqueue.queue.contract import (
     FailureHook,
     ManyResolver,
     ProjectPathResolver,
+    ProjectSubmissionCheck,
     Resolver,
     RetryHook,
 )
@@ -42,6 +43,8 @@ class ItemTypeRegistration:
     retry_hook: RetryHook | None = None
     failure_hook: FailureHook | None = None
     resolve_project_path: ProjectPathResolver | None = None
+    # For types whose rules depend on the project's settings on GitLab (read at submission).
+    project_submission_check: ProjectSubmissionCheck | None = None
     # For types whose items store contents: retention drops them (safety sweep).
     content_dropper: ContentDropper | None = None
     # Type-specific numbers for monitoring, read at scrape time (name -> reader).
@@ -94,6 +97,11 @@ class ItemTypeRegistration:
     def set_content_dropper(self, dropper: ContentDropper) -> None:
         self.content_dropper = _set_once(
             self.content_dropper, dropper, f"content dropper of {self.item_type}"
+        )
+
+    def set_project_submission_check(self, check: ProjectSubmissionCheck) -> None:
+        self.project_submission_check = _set_once(
+            self.project_submission_check, check, f"project submission check of {self.item_type}"
         )
 
     def set_project_path_resolver(self, resolver: ProjectPathResolver) -> None:

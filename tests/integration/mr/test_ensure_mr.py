@@ -18,7 +18,8 @@ MRS_ROUTE = "/projects/:id/merge_requests"
 
 @pytest.fixture
 def registry(simulator):
-    return mr_registry(simulator)
+    # One test pushes binary content (content_rules refuse it elsewhere).
+    return mr_registry(simulator, content={"binary_paths": ["*.bin"]})
 
 
 def process(sessions, registry, submission, **config):

@@ -11,7 +11,12 @@ from workqueue.types.mr.config import CIRetryConfig, CIRetryRule, MRTypeConfig
 API_MD_SECTION = """
 gitlab_url: https://gitlab.com
 path_blocklist:
-  [".gitlab-ci.yml", ".gitlab/**", "CODEOWNERS", ".gitlab/CODEOWNERS", "docs/CODEOWNERS"]
+  [".gitlab-ci.yml", "{ci_config_path}", ".gitlab/**", "CODEOWNERS", ".gitlab/CODEOWNERS",
+   "docs/CODEOWNERS", ".gitmodules"]
+content:
+  binary: refuse
+  binary_paths: []
+  secrets: refuse
 max_file_bytes: 1048576
 max_total_bytes: 10485760
 max_actions: 500
@@ -34,11 +39,15 @@ def test_default_values():
     assert config.gitlab_url == "https://gitlab.com"
     assert config.path_blocklist == [
         ".gitlab-ci.yml",
+        "{ci_config_path}",
         ".gitlab/**",
         "CODEOWNERS",
         ".gitlab/CODEOWNERS",
         "docs/CODEOWNERS",
+        ".gitmodules",
     ]
+    assert (config.content.binary, config.content.binary_paths) == ("refuse", [])
+    assert config.content.secrets == "refuse"
     assert config.max_file_bytes == 1_048_576
     assert config.max_total_bytes == 10_485_760
     assert config.max_actions == 500
@@ -148,6 +157,27 @@ def test_bad_gitlab_urls_are_refused(url):
 def test_bad_blocklist_patterns_are_refused_at_load(pattern):
     with pytest.raises(ValidationError, match="path_blocklist"):
         MRTypeConfig(path_blocklist=["ok/**", pattern])
+
+
+@pytest.mark.parametrize("pattern", ["{ci_config}", "ci/{ci_config_path}", "{ci_config_path}/**"])
+def test_braces_outside_the_ci_config_path_entry_are_refused(pattern):
+    with pytest.raises(ValidationError, match="braces"):
+        MRTypeConfig(path_blocklist=[pattern])
+
+
+@pytest.mark.parametrize(
+    ("content", "field"),
+    [
+        ({"binary_paths": ["/abs"]}, "binary_paths"),
+        ({"binary_paths": ["[abc"]}, "binary_paths"),
+        ({"binary": "warn"}, "binary"),
+        ({"secrets": "off"}, "secrets"),
+        ({"secret": "allow"}, "secret"),
+    ],
+)
+def test_bad_content_rules_are_refused_at_load(content, field):
+    with pytest.raises(ValidationError, match=field):
+        MRTypeConfig.model_validate({"content": content})
 
 
 RULE = {"name": "r", "failure_reason": ["script_failure"]}

@@ -17,6 +17,8 @@ from workqueue.types.mr.policy import (
 from workqueue.types.mr.schemas import MRWorkItemCreate
 
 DEFAULT = MRTypeConfig()
+# The base64 grammar is checked apart from what the bytes are (content_rules: binary).
+BINARY_ALLOWED = MRTypeConfig(content={"binary": "allow"})
 
 
 def _body(**overrides: object) -> dict[str, object]:
@@ -269,7 +271,7 @@ INVALID_BASE64 = [
 @pytest.mark.parametrize("action", ["create", "update"])
 def test_valid_base64_is_accepted(action, content):
     actions = [{"action": action, "file_path": "f", "content": content, "encoding": "base64"}]
-    assert _check_actions(actions) == []
+    assert _check_actions(actions, BINARY_ALLOWED) == []
 
 
 @pytest.mark.parametrize("content", INVALID_BASE64)
@@ -290,12 +292,13 @@ def test_invalid_base64_is_rejected_at_content(action, content):
     assert _check_actions(actions) == [(("body", "file_actions", 1, "content"), "invalid_base64")]
 
 
-def test_base64_content_may_hold_any_bytes():
+def test_base64_content_may_hold_any_bytes_where_binary_is_allowed():
     data = bytes(range(256))
     actions = [
         {"action": "create", "file_path": "bin", "content": _b64(data), "encoding": "base64"}
     ]
-    assert _check_actions(actions) == []
+    assert _check_actions(actions, BINARY_ALLOWED) == []
+    assert _check_actions(actions) == [(("body", "file_actions", 0, "content"), "binary_content")]
 
 
 TEXT_CONTENT = [
@@ -337,8 +340,8 @@ SIZE_CONFIG = MRTypeConfig(max_file_bytes=8, max_total_bytes=20)
         ("123456789", "text", True),
         ("éééé", "text", False),  # 8 bytes
         ("éééé1", "text", True),  # 9 bytes, 5 characters
-        (_b64(b"\x00" * 8), "base64", False),  # 12 characters, 8 bytes decoded
-        (_b64(b"\x00" * 9), "base64", True),
+        (_b64(b"a" * 8), "base64", False),  # 12 characters, 8 bytes decoded
+        (_b64(b"a" * 9), "base64", True),
     ],
 )
 def test_file_size_at_and_over_limit(action, content, encoding, over):

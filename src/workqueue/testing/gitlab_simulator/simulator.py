@@ -165,6 +165,7 @@ class GitLabSimulator(CiHelpers, MergeabilityHelpers, WebhookHelpers):
         reset_approvals_on_push: bool = True,
         protected_branches: Iterable[str] = (),
         only_allow_merge_if_all_discussions_are_resolved: bool = False,
+        ci_config_path: str | None = None,
     ) -> int:
         """Create a project (with one initial commit when `files` is given); returns its id."""
         if merge_method not in MERGE_METHODS:
@@ -187,6 +188,7 @@ class GitLabSimulator(CiHelpers, MergeabilityHelpers, WebhookHelpers):
                 only_allow_merge_if_all_discussions_are_resolved=(
                     only_allow_merge_if_all_discussions_are_resolved
                 ),
+                ci_config_path=ci_config_path,
             )
             state.projects[project.id] = project
         if files is not None:
@@ -205,8 +207,10 @@ class GitLabSimulator(CiHelpers, MergeabilityHelpers, WebhookHelpers):
         merge_method: str | None = None,
         reset_approvals_on_push: bool | None = None,
         protected_branches: Iterable[str] | None = None,
+        ci_config_path: str | None = None,
     ) -> None:
-        """Change project settings; None leaves a setting as it is."""
+        """Change project settings; None leaves a setting as it is (`ci_config_path=""`
+        unsets that one: GitLab then shows "" and reads `.gitlab-ci.yml`)."""
         with self._locked():
             found = self._project(project)
             if only_allow_merge_if_pipeline_succeeds is not None:
@@ -223,6 +227,8 @@ class GitLabSimulator(CiHelpers, MergeabilityHelpers, WebhookHelpers):
                 found.reset_approvals_on_push = reset_approvals_on_push
             if protected_branches is not None:
                 found.protected_branches = list(protected_branches)
+            if ci_config_path is not None:
+                found.ci_config_path = ci_config_path
 
     def push(
         self,

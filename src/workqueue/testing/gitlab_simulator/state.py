@@ -155,6 +155,9 @@ class Project:
     merge_method: str = "merge"
     reset_approvals_on_push: bool = True
     protected_branches: list[str] = field(default_factory=list)
+    # GitLab's "CI/CD configuration file" setting: None (the default, shown as null) means
+    # `.gitlab-ci.yml`; `path@group/project[:ref]` is a file of another project.
+    ci_config_path: str | None = None
     merge_requests: dict[int, MergeRequest] = field(default_factory=dict)
     next_mr_iid: int = 1
     next_pipeline_iid: int = 1

@@ -100,7 +100,7 @@ def hook_project(state: SimulatorState, project: Project, *, legacy: bool = True
         "visibility_level": 0,
         "path_with_namespace": project.path_with_namespace,
         "default_branch": project.default_branch,
-        "ci_config_path": None,
+        "ci_config_path": project.ci_config_path,
     }
     if legacy:
         # Deprecated aliases GitLab still sends in push, MR and note hooks.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -20,12 +20,19 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_SOURCE_BRANCH_PREFIX = "workqueue/"
 
+# A `path_blocklist` entry that stands for the project's own CI configuration file as
+# GitLab reports it (`ci_config_path`; `.gitlab-ci.yml` when unset), read at submission.
+CI_CONFIG_PATH_ENTRY = "{ci_config_path}"
+
 DEFAULT_PATH_BLOCKLIST: tuple[str, ...] = (
     ".gitlab-ci.yml",
+    CI_CONFIG_PATH_ENTRY,
     ".gitlab/**",
     "CODEOWNERS",
     ".gitlab/CODEOWNERS",
     "docs/CODEOWNERS",
+    # Submodule URLs: every recursive clone, CI's included, would fetch what they name.
+    ".gitmodules",
 )
 
 # GitLab job failure reasons that say nothing about the change under test.
@@ -151,6 +158,34 @@ class CIRetryConfig(BaseModel):
         return value
 
 
+class ContentRulesConfig(BaseModel):
+    """What file contents may hold (`handled_types.mr.content`; see `content_rules.py`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    binary: Literal["refuse", "allow"] = Field(
+        "refuse",
+        description="content with a NUL byte, or not valid UTF-8 after decoding: 'refuse' "
+        "(unless its path matches binary_paths) or 'allow'",
+    )
+    binary_paths: list[str] = Field(
+        default_factory=list,
+        description="globs (as in path_blocklist) of the files that may hold binary content",
+    )
+    secrets: Literal["refuse", "allow"] = Field(
+        "refuse",
+        description="private keys and well-known token formats in file contents, title, "
+        "description and commit_message: 'refuse' or 'allow'",
+    )
+
+    @field_validator("binary_paths")
+    @classmethod
+    def _check_binary_paths(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            check_glob(pattern)
+        return value
+
+
 # The request schema refuses longer label lists before any policy runs.
 MAX_LABELS_CEILING = 1000
 
@@ -168,7 +203,8 @@ class MRTypeConfig(BaseModel):
         default_factory=lambda: list(DEFAULT_PATH_BLOCKLIST),
         description=(
             "globs matched case-insensitively against the whole path of every action "
-            "(and a move's previous_path): '**' crosses '/', '*' and '?' do not"
+            "(and a move's previous_path): '**' crosses '/', '*' and '?' do not; the entry "
+            f"'{CI_CONFIG_PATH_ENTRY}' is the project's CI configuration file as GitLab reports it"
         ),
     )
     max_file_bytes: int = Field(1_048_576, ge=1, description="per action, after decoding")
@@ -229,6 +265,7 @@ class MRTypeConfig(BaseModel):
         "epics and commits of other projects, closing patterns included: GitLab closes those "
         "issues on merge with the service's rights",
     )
+    content: ContentRulesConfig = Field(default_factory=ContentRulesConfig)
     ci_retry: CIRetryConfig = Field(default_factory=CIRetryConfig)
 
     @field_validator("gitlab_url")
@@ -241,6 +278,12 @@ class MRTypeConfig(BaseModel):
     def _check_blocklist(cls, value: list[str]) -> list[str]:
         for pattern in value:
             check_glob(pattern)
+            # A misspelt placeholder would silently block a file of that literal name.
+            if pattern != CI_CONFIG_PATH_ENTRY and ("{" in pattern or "}" in pattern):
+                raise ValueError(
+                    f"path_blocklist pattern {pattern!r}: braces are only allowed in the "
+                    f"whole entry {CI_CONFIG_PATH_ENTRY!r}"
+                )
         return value
 
     @field_validator("target_branches")

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from workqueue.gitlab.client import GitLabClient
+from workqueue.queue.contract import ProjectSubmissionCheck
 from workqueue.queue.registry import TypeRegistry
 from workqueue.types.catalog import InstallContext
 from workqueue.types.gitlab_connection import connect_gitlab
@@ -13,7 +15,8 @@ from workqueue.types.mr import repository
 from workqueue.types.mr.cancel_retry_hooks import MRCancelRetryHooks
 from workqueue.types.mr.check_empty_diff import CheckEmptyDiff
 from workqueue.types.mr.ci_retry import CIRetryExecutor
-from workqueue.types.mr.config import MRTypeConfig
+from workqueue.types.mr.config import CI_CONFIG_PATH_ENTRY, MRTypeConfig
+from workqueue.types.mr.content_rules import ci_config_violations
 from workqueue.types.mr.decider import (
     CHECK_EMPTY_DIFF,
     ENSURE_MR,
@@ -26,6 +29,7 @@ from workqueue.types.mr.event_handlers import register_mr_event_handlers
 from workqueue.types.mr.models import MR_ITEM_TYPE, MRWorkItem
 from workqueue.types.mr.reconcile_mr import ReconcileMR
 from workqueue.types.mr.resolvers import register_mr_resolvers
+from workqueue.types.mr.schemas import MRWorkItemCreate
 
 
 def install_mr(registry: TypeRegistry, section: Mapping[str, Any], context: InstallContext) -> None:
@@ -54,3 +58,22 @@ def install_mr(registry: TypeRegistry, section: Mapping[str, Any], context: Inst
     registration.set_project_path_resolver(
         lambda project: client.project(project).path_with_namespace
     )
+    if CI_CONFIG_PATH_ENTRY in config.path_blocklist:
+        registration.set_project_submission_check(_ci_config_check(client))
+
+
+def _ci_config_check(client: GitLabClient) -> ProjectSubmissionCheck:
+    """Refuses writes to the project's CI configuration file, which GitLab names in the
+    project's `ci_config_path`: the same cached project read as the path resolver's, so
+    it costs no GitLab call of its own."""
+
+    def check(project: str, body: Any) -> list[dict[str, Any]]:
+        if not isinstance(body, MRWorkItemCreate):
+            raise TypeError(f"expected an mr submission, got {type(body).__name__}")
+        info = client.project(project)
+        violations = ci_config_violations(
+            body.file_actions, info.ci_config_path, info.path_with_namespace
+        )
+        return [violation.as_error() for violation in violations]
+
+    return check

@@ -17,6 +17,11 @@ from collections.abc import Sequence
 
 from workqueue.auth.projects import path_matches, scope_regexes
 from workqueue.types.mr.config import MRTypeConfig
+from workqueue.types.mr.content_rules import (
+    FileContent,
+    file_content_violations,
+    text_secret_violations,
+)
 from workqueue.types.mr.paths import (
     Problem,
     branch_problem,
@@ -78,6 +83,22 @@ def check_submission(
     violations.extend(
         submission_text_violations(submission, config, project_path=project_path, refused=refused)
     )
+    published = {
+        "title": submission.title,
+        "description": submission.description,
+        "commit_message": submission.commit_message,
+    }
+    # GitLab publishes these as it does files: a secret there leaks the same way.
+    violations.extend(
+        text_secret_violations(
+            {
+                field: text
+                for field, text in published.items()
+                if text is not None and (*_BODY, field) not in refused
+            },
+            config.content,
+        )
+    )
     violations.extend(_label_violations(submission.labels, config))
     violations.extend(check_file_actions(submission.file_actions, config))
     return violations
@@ -113,7 +134,26 @@ def check_file_actions(actions: Sequence[FileAction], config: MRTypeConfig) -> l
                 ViolationKind.TOO_LARGE,
             )
         )
+    else:
+        # Content rules read only what the rules above accept, never more than the limit.
+        violations.extend(
+            file_content_violations(_accepted_contents(actions, violations), config.content)
+        )
     return violations
+
+
+def _accepted_contents(
+    actions: Sequence[FileAction], violations: Sequence[Violation]
+) -> list[FileContent]:
+    refused = {violation.loc for violation in violations}
+    contents: list[FileContent] = []
+    for index, action in enumerate(actions):
+        if (*_ACTIONS, index, "content") in refused:
+            continue
+        content = decode_content(action)  # undecodable content is refused above
+        if content is not None:
+            contents.append(FileContent(index, action.file_path, content))
+    return contents
 
 
 def decode_content(action: FileAction) -> bytes | None:

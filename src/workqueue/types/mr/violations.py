@@ -19,6 +19,8 @@ class ViolationKind(StrEnum):
     DUPLICATE_PATH = "duplicate_path"
     INVALID_MOVE = "invalid_move"
     INVALID_BASE64 = "invalid_base64"
+    BINARY_CONTENT = "binary_content"
+    SECRET = "secret"  # noqa: S105 - the name of a violation kind, not a password
     INVALID_CHARACTER = "invalid_character"
     INVALID_UNICODE = "invalid_unicode"
     INVALID_BRANCH = "invalid_branch"
