@@ -13,6 +13,7 @@ from workqueue.types.mr.content_rules import (
     SECRET_DETECTORS,
     FileContent,
     SecretFinding,
+    _RecentFindings,
     binary_problem,
     ci_config_files,
     ci_config_violations,
@@ -355,3 +356,15 @@ def test_an_unset_ci_config_path_blocks_the_default_file():
         _actions({"action": "delete", "file_path": ".gitlab-ci.yml"}), None, "team/app"
     )
     assert "ci_config_path is unset" in violation.message
+
+
+def test_recent_findings_keep_the_newest_texts():
+    """The route and submit_mr check one submission each: the second read is remembered."""
+    recent = _RecentFindings(size=2)
+    finding = (SecretFinding(1, "GitLab Token"),)
+    recent.put(b"a", finding)
+    recent.put(b"b", ())
+    assert recent.get(b"a") == finding  # now the newest
+    recent.put(b"c", ())
+    assert recent.get(b"b") is None
+    assert (recent.get(b"a"), recent.get(b"c")) == (finding, ())
