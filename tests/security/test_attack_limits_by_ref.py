@@ -7,8 +7,9 @@
   project whatever its refs, and a rule's `limit_key: project_path` makes the five
   jobs one caller.
 * Stored contents grew without bound inside the limits (submit, cancel, repeat):
-  `max_stored_bytes_per_caller` counts live and finished items' file contents until
-  `retention.content_days` after they finished, when the safety sweep drops them.
+  `max_stored_bytes_per_caller` counts every text live and finished items hold
+  (`types.mr.stored_bytes`) until `retention.content_days` after they finished, when
+  the safety sweep drops their file contents, descriptions and commit messages.
 
 Over HTTP with real OIDC tokens from the local issuer, real PostgreSQL and the
 GitLab simulator.
@@ -335,7 +336,13 @@ def test_limit_keys_of_two_issuers_never_collide(database_url, simulator, issuer
 # -- stored bytes ---------------------------------------------------------------------------
 
 
+# What `sized` stores besides its content: the title, commit message and path of
+# `scoping_support.submission`; retention keeps the title and the path (15 bytes).
+SIZED_TEXT_BYTES = len("Sync") + len("Sync from upstream") + len("kernel.spec")
+
+
 def sized(branch: str, size: int, *, path: str = "kernel.spec") -> dict[str, Any]:
+    """A submission storing `SIZED_TEXT_BYTES + size` bytes (the default path)."""
     return submission(
         OWN,
         branch,
@@ -348,26 +355,28 @@ def test_stored_bytes_count_live_and_finished_items_until_retention(
 ):
     del projects
     rules = [admin_rule(issuer.issuer)]
-    limits = {"max_stored_bytes_per_caller": 100}
+    # Room for one item of SIZED_TEXT_BYTES + 100 (133 bytes), not two.
+    limits = {"max_stored_bytes_per_caller": 200}
     admin = token(issuer, key, ADMIN_SUB)
     with service(database_url, simulator, rules, limits, process_items=True) as (client, app):
-        first = client.post(MR_ROUTE, json=sized("workqueue/a", 60), headers=admin)
+        first = client.post(MR_ROUTE, json=sized("workqueue/a", 100), headers=admin)
         assert first.status_code == 201
-        over = client.post(MR_ROUTE, json=sized("workqueue/b", 60), headers=admin)
+        over = client.post(MR_ROUTE, json=sized("workqueue/b", 100), headers=admin)
         assert over.status_code == 429
         assert over.headers["retry-after"]
         assert over.json()["detail"].startswith(
-            f"max_stored_bytes_per_caller (100) reached for {ADMIN_SUB}"
+            f"max_stored_bytes_per_caller (200) reached for {ADMIN_SUB}: "
+            f"{SIZED_TEXT_BYTES + 100} bytes stored, {SIZED_TEXT_BYTES + 100} more asked"
         )
         # Growing a held item over the limit is refused too, and changes nothing.
-        grown = client.post(MR_ROUTE, json=sized("workqueue/a", 120), headers=admin)
+        grown = client.post(MR_ROUTE, json=sized("workqueue/a", 200), headers=admin)
         assert grown.status_code == 429
         item_id = first.json()["id"]
         kept = client.get(f"/api/work-items/{item_id}", headers=admin).json()
-        assert kept["details"]["file_actions"][0]["content"] == "x" * 60
+        assert kept["details"]["file_actions"][0]["content"] == "x" * 100
         # A cancelled item's contents still count...
         assert client.post(f"/api/work-items/{item_id}/cancel", headers=admin).status_code == 200
-        again = client.post(MR_ROUTE, json=sized("workqueue/b", 60), headers=admin)
+        again = client.post(MR_ROUTE, json=sized("workqueue/b", 100), headers=admin)
         assert again.status_code == 429
         # ...until retention drops them.
         age_items(engine, [item_id], days=8)
@@ -381,13 +390,15 @@ def test_stored_bytes_count_live_and_finished_items_until_retention(
             ),
             what="the contents drop",
         )
-        room = client.post(MR_ROUTE, json=sized("workqueue/b", 60), headers=admin)
+        # What it keeps (title and path) still counts: 15 + 133 bytes fit in 200.
+        room = client.post(MR_ROUTE, json=sized("workqueue/b", 100), headers=admin)
         assert room.status_code == 201
 
 
 @pytest.mark.parametrize(
     "binding",
-    [{"max_live_items_per_project": 4}, {"max_stored_bytes_per_caller": 220}],
+    # Each submission stores SIZED_TEXT_BYTES + 50 (83 bytes): 4 fit in 350, not 5.
+    [{"max_live_items_per_project": 4}, {"max_stored_bytes_per_caller": 350}],
     ids=["live-items-per-project", "stored-bytes"],
 )
 def test_concurrent_submissions_cannot_race_past_the_limits(
@@ -421,7 +432,7 @@ def test_concurrent_submissions_cannot_race_past_the_limits(
     assert sorted(statuses) == [201] * 4 + [429] * 8
     with engine.connect() as connection:
         stored = connection.execute(sa.text("SELECT sum(content_bytes) FROM work_items")).scalar()
-    assert stored == 200
+    assert stored == 4 * (SIZED_TEXT_BYTES + 50)
 
 
 # -- retention of contents ------------------------------------------------------------------

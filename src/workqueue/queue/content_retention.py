@@ -1,9 +1,11 @@
-"""Retention of contents: finished items lose their file contents after `retention.content_days`.
+"""Retention of contents: finished items lose their contents after `retention.content_days`.
 
-Run by the safety sweep of every replica that processes items. Each batch is
-one short transaction that locks its rows with SKIP LOCKED, marks them emptied
-(`content_bytes` 0, `contents_dropped_at`) and lets the item's type drop the
-contents themselves (`ItemTypeRegistration.content_dropper`), so:
+What "contents" are is the type's to say (for `mr`: file contents, description
+and commit message). Run by the safety sweep of every replica that processes
+items. Each batch is one short transaction that locks its rows with SKIP
+LOCKED, marks them emptied (`contents_dropped_at`) and lets the item's type drop
+the contents and set `content_bytes` to what is left
+(`ItemTypeRegistration.content_dropper`), so:
 
 - replicas sweeping at once share the work and never wait for each other;
 - a retry or a resubmission holding an item's row lock is skipped, and finds
@@ -78,4 +80,4 @@ def sweep_contents(
         logger.exception("dropping finished items' contents failed; the next sweep retries")
         return
     if dropped:
-        logger.info("dropped the file contents of %d items finished over %s ago", dropped, age)
+        logger.info("dropped the contents of %d items finished over %s ago", dropped, age)

@@ -237,8 +237,9 @@ the item to `failed` (e.g. give back a shared slot the item held). Not called fo
 
 ContentDropper = Callable[[Session, Sequence[uuid.UUID]], None]
 """Drops the stored contents of these finished items of the type (`retention.content_days`),
-keeping what describes them (each file's size and sha256). The engine has already set
-their `content_bytes` to 0 and `contents_dropped_at`, under row locks, in this transaction."""
+keeping what describes them (each file's size and sha256), and sets their `content_bytes`
+to the bytes they still hold. The engine has already set their `contents_dropped_at`,
+under row locks, in this transaction."""
 
 ProjectPathResolver = Callable[[str], str]
 """Turns a submitted project reference (a path or a numeric id) into the project's path,

@@ -14,8 +14,10 @@ item, so no race takes a caller or a project past a limit.
   with the item's new size instead of its old one.
 
 A caller is `(issuer, limit_key)`: its identity or the claim its rule counts
-it by (`auth.limit_keys`). Every type that stores contents sets
-`WorkItem.content_bytes`; finished items count until retention empties them.
+it by (`auth.limit_keys`). Every type whose callers make it store text sets
+`WorkItem.content_bytes` to all of it (for `mr`: contents, title, description,
+commit message, labels, paths); finished items count it until retention drops
+what it drops, then what is left.
 """
 
 from __future__ import annotations
@@ -56,7 +58,10 @@ class HoldingLimitError(Exception):
 
 
 _LET_FINISH = "let some finish or cancel them first"
-_DROP_CONTENTS = "finished items count until retention.content_days drops their contents"
+_DROP_CONTENTS = (
+    "finished items count until retention.content_days drops their contents, "
+    "descriptions and commit messages"
+)
 
 
 def identity_owner(issuer: str, identity: str) -> Owner:
@@ -82,8 +87,9 @@ def check_new_live_item(
     other_than: uuid.UUID | None = None,
 ) -> None:
     """`HoldingLimitError` unless `owner` may hold one more live item in `project_path`,
-    with `content_bytes` more contents. `other_than`: an item counted as that new one
-    (an item being revived), left out of every count."""
+    with `content_bytes` more stored bytes (0: nothing new stored, no byte check).
+    `other_than`: an item counted as that new one (an item being revived), left out of
+    every count."""
     if project_path is not None:
         ownership_repository.lock_project(session, project_path)
     ownership_repository.lock_caller(session, owner.issuer, owner.limit_key)
@@ -147,6 +153,6 @@ def _check_stored_bytes(
             "max_stored_bytes_per_caller",
             limits.max_stored_bytes_per_caller,
             owner.shown_as,
-            f"{stored} bytes of contents held, {content_bytes} more asked",
+            f"{stored} bytes stored, {content_bytes} more asked",
             _DROP_CONTENTS,
         )

@@ -102,8 +102,10 @@ class WorkItem(Base):
     # What `authorization.limits` counts the owner as (`auth.limit_keys`): its
     # identity, or the claim value its rule names; None for items without an owner.
     limit_key: Mapped[str | None] = mapped_column(sa.Text)
-    # Bytes of file contents the item holds, set by its type with the content;
-    # 0 once retention dropped them. Summed per caller (max_stored_bytes_per_caller).
+    # Bytes of the text its caller made the service store for the item (for mr:
+    # contents, title, description, commit message, labels, paths), set by its
+    # type; what is left once retention dropped the contents. Summed per caller
+    # (max_stored_bytes_per_caller).
     content_bytes: Mapped[int] = mapped_column(sa.BigInteger, nullable=False, server_default="0")
     # When the safety sweep dropped the contents (`retention.content_days`).
     contents_dropped_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True))
@@ -171,13 +173,14 @@ class WorkItem(Base):
             "project_path",
             postgresql_where=sa.text("phase NOT IN ('completed', 'cancelled')"),
         ),
-        # The safety sweep finds finished items still holding contents, oldest
-        # first, without walking those it already emptied.
+        # The safety sweep finds a type's finished items not yet emptied, oldest
+        # first, without walking those it already emptied (or other types').
         sa.Index(
             "ix_work_items_contents_held_updated_at",
+            "item_type",
             "updated_at",
             postgresql_where=sa.text(
-                "content_bytes > 0 AND phase IN ('completed', 'failed', 'cancelled')"
+                "contents_dropped_at IS NULL AND phase IN ('completed', 'failed', 'cancelled')"
             ),
         ),
         # Scoped lists, and the attention reconciler's pages through one project in id

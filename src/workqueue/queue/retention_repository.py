@@ -1,5 +1,6 @@
 """SQL of item retention: delete finished items, and every row about them, in batches;
-empty old finished items of their contents (`retention.content_days`, the safety sweep).
+mark old finished items emptied of their contents (`retention.content_days`, the safety
+sweep; each type drops what that means for it).
 
 An item is finished when its phase is `completed`, `failed` or `cancelled`;
 it counts as finished since its last change (`updated_at`), so an item
@@ -119,22 +120,24 @@ def count_finished(session: Session, *, cutoff: datetime) -> PruneCounts:
     return PruneCounts(*(int(value) for value in row))
 
 
-# One batch of the contents drop: the oldest finished items of one type still
-# holding contents, locked (SKIP LOCKED: another replica's sweep, or a retry or
+# One batch of the contents drop: the oldest finished items of one type not yet
+# emptied, locked (SKIP LOCKED: another replica's sweep, or a retry or
 # resubmission holding the row, is left alone; a row retried before the lock no
-# longer matches the phase), marked empty. `updated_at` is left as it is: it
-# stays the time the item finished, which `prune` ages from.
+# longer matches the phase), marked emptied. Chosen by `contents_dropped_at`, not
+# by `content_bytes`: an emptied item still counts what it keeps (its title, say).
+# `updated_at` is left as it is: it stays the time the item finished, which
+# `prune` ages from.
 _TAKE_CONTENTS_BATCH = sa.text(
     """
     WITH batch AS (
         SELECT id FROM work_items
-        WHERE content_bytes > 0 AND phase IN ('completed', 'failed', 'cancelled')
-          AND updated_at < :cutoff AND item_type = :item_type
+        WHERE contents_dropped_at IS NULL AND phase IN ('completed', 'failed', 'cancelled')
+          AND item_type = :item_type AND updated_at < :cutoff
         ORDER BY updated_at
         LIMIT :batch_size
         FOR UPDATE SKIP LOCKED
     )
-    UPDATE work_items SET content_bytes = 0, contents_dropped_at = clock_timestamp()
+    UPDATE work_items SET contents_dropped_at = clock_timestamp()
     FROM batch WHERE work_items.id = batch.id
     RETURNING work_items.id
     """
@@ -145,8 +148,8 @@ def take_finished_contents(
     session: Session, *, item_type: str, cutoff: datetime, batch_size: int
 ) -> list[uuid.UUID]:
     """Mark up to `batch_size` items of `item_type` finished before `cutoff` as emptied
-    of their contents, and return them: the type drops the contents in the same
-    transaction."""
+    of their contents, and return them: the type drops the contents, and sets their
+    `content_bytes` to what is left, in the same transaction."""
     rows = session.execute(
         _TAKE_CONTENTS_BATCH,
         {"cutoff": cutoff, "item_type": item_type, "batch_size": batch_size},

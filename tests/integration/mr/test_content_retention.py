@@ -1,5 +1,6 @@
-"""Retention of contents: the safety sweep empties old finished items, batch by batch,
-idempotently, with several replicas at once, and nothing later pushes what is gone."""
+"""Retention of contents: the safety sweep empties old finished items (file contents,
+description, commit message), batch by batch, idempotently, with several replicas at
+once, and nothing later pushes what is gone."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from workqueue.queue.content_retention import drop_finished_contents
 from workqueue.queue.models import WorkItem
 from workqueue.queue.processing import ProcessingManager
 from workqueue.types.mr.config import MRTypeConfig
+from workqueue.types.mr.stored_bytes import bytes_kept
 from workqueue.types.mr.submit import SubmitOutcome, Submitter, submit_mr
 
 WEEK = timedelta(days=7)
@@ -31,6 +33,16 @@ FILE_ACTIONS = [
     {"action": "delete", "file_path": "README.md"},
     {"action": "chmod", "file_path": "tools/run.sh", "execute_filemode": True},
 ]
+# What `create` stores (`mr_harness.body`), in UTF-8 bytes: the title, labels and file
+# paths retention keeps, and the description, commit message and contents it drops.
+PATHS = ("kernel.spec", "hello.txt", "empty.txt", "b.patch", "patches/keep.patch")
+KEPT_BYTES = (
+    len("Sync kernel sources")
+    + len("bot")
+    + len("sync")
+    + sum(len(path) for path in (*PATHS, "README.md", "tools/run.sh"))
+)
+DROPPED_BYTES = len("Automated sync") + len("Sync sources from upstream") + len("Version: 2\naGkK")
 
 
 @pytest.fixture
@@ -61,7 +73,8 @@ def state(sessions, item_id):
     with sessions() as session:
         return session.execute(
             sa.text(
-                "SELECT w.content_bytes, w.contents_dropped_at, w.updated_at, d.file_actions "
+                "SELECT w.content_bytes, w.contents_dropped_at, w.updated_at, d.file_actions, "
+                "d.title, d.description, d.commit_message, d.labels "
                 "FROM work_items w JOIN mr_details d USING (id) WHERE w.id = :id"
             ),
             {"id": item_id},
@@ -82,14 +95,17 @@ def test_old_finished_items_lose_their_contents_and_keep_size_and_sha256(session
     recent = create(sessions, registry, days_ago=6)
     live = create(sessions, registry, phase="active")
     before = {item_id: listed_actions(sessions, item_id) for item_id in finished.values()}
-    assert state(sessions, recent).content_bytes == len("Version: 2\n") + len("aGkK")
+    assert state(sessions, recent).content_bytes == KEPT_BYTES + DROPPED_BYTES
 
     assert drop_finished_contents(sessions, registry, age=WEEK) == 3
 
     for item_id in finished.values():
         row = state(sessions, item_id)
-        assert row.content_bytes == 0
+        assert row.content_bytes == KEPT_BYTES
         assert row.contents_dropped_at is not None
+        # The texts GitLab holds on the MR and the commit go too; the title and labels stay.
+        assert (row.description, row.commit_message) == (None, "")
+        assert (row.title, row.labels) == ("Sync kernel sources", ["bot", "sync"])
         # What lists computed from the contents, now stored in their place.
         assert row.file_actions == before[item_id]
         assert all("content" not in action for action in row.file_actions)
@@ -99,6 +115,37 @@ def test_old_finished_items_lose_their_contents_and_keep_size_and_sha256(session
         row = state(sessions, item_id)
         assert row.contents_dropped_at is None
         assert row.file_actions[0]["content"] == "Version: 2\n"
+        assert row.description == "Automated sync"
+
+
+def test_what_an_emptied_item_counts_is_what_its_submission_keeps(sessions, registry):
+    """The SQL of the drop and the Python of the submission count the same bytes."""
+    submission = body(
+        source_branch="workqueue/unicode",
+        title="Mise à jour 😀",
+        description="Beschreibung: süß " * 50,
+        commit_message="Übernahme € from upstream",
+        labels=["bot", "süß", "bot"],
+        package="kernel-é",
+        change_kind="sync",
+        file_actions=[
+            {"action": "update", "file_path": "docs/é.txt", "content": "€\n"},
+            {"action": "move", "file_path": "new/ü", "previous_path": "old/ü", "content": "x"},
+            {"action": "delete", "file_path": "gone/😀.md"},
+        ],
+    )
+    item_id = submit(sessions, registry, submission).item.id
+    with sessions() as session:
+        session.execute(
+            sa.text(
+                "UPDATE work_items SET phase = 'completed', actionable = false, "
+                "updated_at = now() - interval '8 days' WHERE id = :id"
+            ),
+            {"id": item_id},
+        )
+        session.commit()
+    assert drop_finished_contents(sessions, registry, age=WEEK) == 1
+    assert state(sessions, item_id).content_bytes == bytes_kept(submission)
 
 
 def test_the_drop_leaves_updated_at_alone_so_prune_still_ages_from_the_end(sessions, registry):
@@ -125,7 +172,7 @@ def test_batches_are_separate_transactions_and_a_budget_leaves_the_rest(sessions
     )
     assert dropped == 2
     assert drop_finished_contents(sessions, registry, age=WEEK, batch_size=2) == 3
-    assert all(state(sessions, item_id).content_bytes == 0 for item_id in items)
+    assert all(state(sessions, item_id).contents_dropped_at is not None for item_id in items)
 
 
 def test_two_replicas_sweeping_at_once_drop_each_item_once(sessions, registry):
@@ -165,9 +212,9 @@ def test_stored_bytes_count_until_the_drop(sessions, registry):
         with sessions() as session:
             return ownership_repository.stored_bytes(session, issuer, key)
 
-    assert stored() == state(sessions, item_id).content_bytes > 0
+    assert stored() == state(sessions, item_id).content_bytes == KEPT_BYTES + DROPPED_BYTES
     drop_finished_contents(sessions, registry, age=WEEK)
-    assert stored() == 0
+    assert stored() == KEPT_BYTES
 
 
 def test_resubmitting_a_failed_item_whose_contents_were_dropped_restores_them(sessions, registry):
@@ -196,8 +243,12 @@ def test_resubmitting_a_failed_item_whose_contents_were_dropped_restores_them(se
     assert (again.item.id, again.outcome) == (item_id, SubmitOutcome.RETRIED)
     row = state(sessions, item_id)
     assert row.contents_dropped_at is None
-    assert row.content_bytes == len("Version: 2\n") + len("aGkK")
+    assert row.content_bytes == KEPT_BYTES + DROPPED_BYTES
     assert row.file_actions[0]["content"] == "Version: 2\n"
+    assert (row.description, row.commit_message) == (
+        "Automated sync",
+        "Sync sources from upstream",
+    )
 
 
 def test_the_processing_sweep_drops_contents(sessions, registry):

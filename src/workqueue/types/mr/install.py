@@ -54,7 +54,7 @@ def install_mr(registry: TypeRegistry, section: Mapping[str, Any], context: Inst
     )
     registration.add_gauge("ci_retry_breaker_refused", lambda: float(breaker.state().refused_total))
     registration.set_retry_hook(hooks.reopen_on_retry)
-    registration.set_content_dropper(repository.drop_file_contents)
+    registration.set_content_dropper(repository.drop_contents)
     registration.set_project_path_resolver(
         lambda project: client.project(project).path_with_namespace
     )

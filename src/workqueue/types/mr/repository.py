@@ -68,13 +68,17 @@ def find_live_item(
     ).one_or_none()
 
 
-# Retention: each file action takes the form lists show (`api.schemas`): no
-# `content`, `previous_path` and `encoding` null when absent, and the `size`
-# and `sha256` of the decoded content (null for actions without content).
-# Computed in PostgreSQL, so a batch of large items never passes through Python.
-_DROP_FILE_CONTENTS = sa.text(
+# Retention: the description goes (NULL), the commit message too ('': the column
+# is NOT NULL); GitLab holds both on the MR and the commit. Each file action takes
+# the form lists show (`api.schemas`): no `content`, `previous_path` and
+# `encoding` null when absent, and the `size` and `sha256` of the decoded content
+# (null for actions without content). The item then counts what it keeps: the
+# SQL twin of `stored_bytes.bytes_kept`. Computed in PostgreSQL, so a batch of
+# large items never passes through Python.
+_DROP_CONTENTS = sa.text(
     """
-    UPDATE mr_details AS details SET file_actions = (
+    WITH emptied AS (
+    UPDATE mr_details AS details SET description = NULL, commit_message = '', file_actions = (
         SELECT coalesce(jsonb_agg(
             jsonb_build_object('previous_path', NULL, 'encoding', NULL)
             || (entry.action - 'content')
@@ -92,13 +96,26 @@ _DROP_FILE_CONTENTS = sa.text(
         END AS bytes) AS data
     )
     WHERE details.id = ANY(:ids)
+    RETURNING details.id, details.title, details.package, details.change_kind,
+        details.labels, details.file_actions
+    )
+    UPDATE work_items AS item SET content_bytes = octet_length(emptied.title)
+        + coalesce(octet_length(emptied.package), 0)
+        + coalesce(octet_length(emptied.change_kind), 0)
+        + (SELECT coalesce(sum(octet_length(label)), 0)
+           FROM jsonb_array_elements_text(emptied.labels) AS label)
+        + (SELECT coalesce(sum(octet_length(action ->> 'file_path')), 0)
+                + coalesce(sum(octet_length(action ->> 'previous_path')), 0)
+           FROM jsonb_array_elements(emptied.file_actions) AS action)
+    FROM emptied WHERE item.id = emptied.id
     """
 )
 
 
-def drop_file_contents(session: Session, item_ids: Sequence[uuid.UUID]) -> None:
-    """Retention's content dropper: these items' file actions lose their contents."""
-    session.execute(_DROP_FILE_CONTENTS, {"ids": list(item_ids)})
+def drop_contents(session: Session, item_ids: Sequence[uuid.UUID]) -> None:
+    """Retention's content dropper: these items lose their file contents, description
+    and commit message, and count what they keep."""
+    session.execute(_DROP_CONTENTS, {"ids": list(item_ids)})
 
 
 def _same_owner_branch_items(item: MRWorkItem) -> sa.Select[uuid.UUID, int | None]:

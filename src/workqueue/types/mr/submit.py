@@ -25,6 +25,7 @@ from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.models import MR_ITEM_TYPE, MRDimension, MRWorkItem
 from workqueue.types.mr.policy import check_submission, content_hash
 from workqueue.types.mr.schemas import MRWorkItemCreate
+from workqueue.types.mr.stored_bytes import stored_bytes
 from workqueue.types.mr.violations import Violation
 
 
@@ -109,7 +110,8 @@ def submit_mr(
         session.refresh(existing, with_for_update=True)
         if existing.phase not in (Phase.ACTIVE, Phase.FAILED):
             existing = None  # cancelled meanwhile: a new generation follows
-    new_bytes = stored_content_bytes(submission)
+    # Every text the item will hold counts, whatever its file actions (`stored_bytes`).
+    new_bytes = stored_bytes(submission)
     owner = submitter.counted_as
     if existing is None:
         if limits is not None:
@@ -197,15 +199,5 @@ def _apply_content(item: MRWorkItem, submission: MRWorkItemCreate, digest: str) 
     item.auto_merge = submission.auto_merge
     item.file_actions = [action.model_dump(mode="json") for action in submission.file_actions]
     item.content_hash = digest
-    item.content_bytes = stored_content_bytes(submission)
+    item.content_bytes = stored_bytes(submission)
     item.contents_dropped_at = None
-
-
-def stored_content_bytes(submission: MRWorkItemCreate) -> int:
-    """Bytes the submission's file contents take as stored: the UTF-8 of each `content`
-    string, base64 text as sent (what the database holds and retention drops)."""
-    return sum(
-        len(content.encode("utf-8"))
-        for action in submission.file_actions
-        if isinstance(content := getattr(action, "content", None), str)
-    )
