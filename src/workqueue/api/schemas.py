@@ -46,7 +46,8 @@ class WorkItemBody(BaseModel):
     contents_dropped_at: datetime | None = Field(
         None,
         description="when retention (`retention.content_days`) dropped the finished item's "
-        "file contents: its file actions then read as in lists (size and sha256, no content)",
+        "contents: its file actions then read as in lists (size and sha256, no content), "
+        "an mr item's description is null and its commit_message empty",
     )
     dimensions: list[DimensionBody] = Field(default_factory=list)
     details: dict[str, Any] = Field(default_factory=dict, description="type-specific fields")

@@ -210,8 +210,9 @@ class CallerLimits(BaseModel):
     )
     max_stored_bytes_per_caller: PositiveInt = Field(
         GIB,
-        description="bytes of file contents one caller's items may hold, live and finished "
-        "(finished ones until `retention.content_days` drops their contents)",
+        description="bytes one caller's items may hold, live and finished: the UTF-8 of "
+        "every stored text (title, description, commit message, labels, paths, contents); "
+        "finished ones count what is left once `retention.content_days` drops their contents",
     )
 
 

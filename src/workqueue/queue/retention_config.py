@@ -15,7 +15,8 @@ class RetentionConfig(BaseModel):
         ge=1,
         le=3650,
         description="days after an item finished (completed, failed or cancelled) when the "
-        "safety sweep drops its file contents; each file's size and sha256 are kept",
+        "safety sweep drops its contents (mr: file contents, description, commit message); "
+        "each file's size and sha256 are kept",
     )
 
     @property
