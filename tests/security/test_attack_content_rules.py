@@ -13,6 +13,7 @@ names the file, line and kind of a secret and never the secret itself.
 from __future__ import annotations
 
 import base64
+import json
 import random
 import string
 from typing import Any
@@ -156,6 +157,31 @@ def test_a_secret_in_the_texts_gitlab_publishes_is_refused(
         assert error["type"] == "secret"
         assert f"{field} line {line}: GitLab Token" in error["msg"]
         assert GITLAB_TOKEN not in answer.text
+        _assert_nothing_happened(client, simulator, job, writes_before)
+
+
+def test_a_secret_in_a_label_or_a_file_name_is_refused(
+    database_url, simulator, issuer, key, projects
+):
+    """Labels become project labels and paths land in the repository: both are public."""
+    del projects
+    job = ci_job(issuer, key)
+    body = submission(
+        OWN,
+        labels=["sync", f"t-{GITLAB_TOKEN}"],
+        file_actions=[_create(f"notes/{AWS_KEY_ID}.md", "# notes\n")],
+    )
+    with _client(database_url, simulator, issuer) as client:
+        writes_before = len(simulator.log.writes())
+        errors = _errors(client.post("/api/work-items/mr", json=body, headers=job))
+        assert [(error["loc"], error["type"]) for error in errors] == [
+            (["body", "labels", 1], "secret"),
+            (["body", "file_actions", 0, "file_path"], "secret"),
+        ]
+        assert "labels[1] line 1: GitLab Token" in errors[0]["msg"]
+        body_text = json.dumps(errors)
+        assert GITLAB_TOKEN not in body_text
+        assert AWS_KEY_ID not in body_text
         _assert_nothing_happened(client, simulator, job, writes_before)
 
 

@@ -227,9 +227,12 @@ def test_many_findings_are_counted_beyond_the_first_five():
 @pytest.mark.parametrize(
     ("texts", "locs"),
     [
-        ({"title": f"Rotate {GITLAB}"}, [("body", "title")]),
-        ({"description": f"a\n\n{AWS}", "commit_message": "fine"}, [("body", "description")]),
-        ({"title": "fine", "description": "fine", "commit_message": "fine"}, []),
+        ({("body", "title"): f"Rotate {GITLAB}"}, [("body", "title")]),
+        (
+            {("body", "description"): f"a\n\n{AWS}", ("body", "commit_message"): "fine"},
+            [("body", "description")],
+        ),
+        ({("body", "title"): "fine", ("body", "labels", 0): "fine"}, []),
     ],
 )
 def test_text_secret_rules(texts, locs):
@@ -267,9 +270,39 @@ def test_the_policy_scans_decoded_base64_and_published_texts():
         ],
     )
     assert _kinds(submission) == [
+        (("body", "file_actions", 0, "content"), "secret"),
         (("body", "description"), "secret"),
         (("body", "commit_message"), "secret"),
-        (("body", "file_actions", 0, "content"), "secret"),
+    ]
+
+
+def test_names_gitlab_shows_are_scanned_too():
+    submission = _submission(
+        source_branch=f"workqueue/{GITLAB}",
+        labels=["ok", f"k-{AWS}"],
+        file_actions=[
+            {"action": "create", "file_path": f"keys/{GITHUB}.txt", "content": "x"},
+            {"action": "move", "file_path": "b", "previous_path": f"old-{GITLAB}"},
+        ],
+    )
+    violations = check_submission(submission, MRTypeConfig())
+    assert [(v.loc, v.kind) for v in violations] == [
+        (("body", "source_branch"), "secret"),
+        (("body", "labels", 1), "secret"),
+        (("body", "file_actions", 0, "file_path"), "secret"),
+        (("body", "file_actions", 1, "previous_path"), "secret"),
+    ]
+    assert violations[1].message.startswith("labels[1] line 1: AWS Access Key:")
+    assert violations[3].message.startswith("file_actions[1].previous_path line 1: GitLab Token:")
+    assert not any(secret in v.message for v in violations for secret in (GITLAB, AWS, GITHUB))
+
+
+def test_a_text_refused_by_another_rule_is_still_scanned():
+    """A mention does not hide a secret: every problem is reported at once."""
+    submission = _submission(description=f"cc @alice, {GITLAB}")
+    assert _kinds(submission) == [
+        (("body", "description"), "mention"),
+        (("body", "description"), "secret"),
     ]
 
 
@@ -319,6 +352,11 @@ def test_nothing_is_scanned_beyond_the_size_limits():
         ("https://ci.example.com/pipelines/app.yml", ("https://ci.example.com/pipelines/app.yml",)),
         # Not the external form (GitLab wants a .yml or .yaml file before '@'): a path here.
         ("ci/build@team/app", ("ci/build@team/app",)),
+        ("./ci/build.yml", ("./ci/build.yml", "ci/build.yml")),
+        (
+            "/ci/build.yml@team/app",
+            ("/ci/build.yml@team/app", "/ci/build.yml", "ci/build.yml@team/app", "ci/build.yml"),
+        ),
     ],
 )
 def test_ci_config_files(setting, files):

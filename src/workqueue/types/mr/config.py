@@ -174,8 +174,9 @@ class ContentRulesConfig(BaseModel):
     )
     secrets: Literal["refuse", "allow"] = Field(
         "refuse",
-        description="private keys and well-known token formats in file contents, title, "
-        "description and commit_message: 'refuse' or 'allow'",
+        description="private keys and well-known token formats in file contents and in what "
+        "GitLab shows (title, description, commit_message, branches, labels, paths): "
+        "'refuse' or 'allow'",
     )
 
     @field_validator("binary_paths")

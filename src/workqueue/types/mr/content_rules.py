@@ -10,8 +10,8 @@ submission route call them. Each situation, and what answers it:
 | base64 decoding                                  | a `binary_paths` match | `content`       |
 | a private key or token on a line of a file       | `secrets: allow`       | the action's    |
 | (binary files too: tokens are ASCII)             |                        | `content`       |
-| the same in `title`, `description` or            | `secrets: allow`       | that field      |
-| `commit_message` (GitLab publishes them too)     |                        |                 |
+| the same in `title`, `description`, the commit   | `secrets: allow`       | that field      |
+| message, branches, labels, paths (all published) |                        |                 |
 | a `file_path` or `previous_path` that is the     | the blocklist lacks    | that path       |
 | project's CI configuration file                  | `{ci_config_path}`     |                 |
 
@@ -36,6 +36,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from detect_secrets.plugins.aws import AWSKeyDetector
@@ -55,7 +56,7 @@ from detect_secrets.plugins.twilio import TwilioKeyDetector
 
 from workqueue.types.mr.config import ContentRulesConfig
 from workqueue.types.mr.paths import matching_glob
-from workqueue.types.mr.schemas import FileAction, MoveAction
+from workqueue.types.mr.schemas import FileAction, MoveAction, MRWorkItemCreate
 from workqueue.types.mr.violations import Loc, Violation, ViolationKind
 
 __all__ = [
@@ -68,6 +69,7 @@ __all__ = [
     "ci_config_violations",
     "file_content_violations",
     "find_secrets",
+    "published_texts",
     "text_secret_violations",
 ]
 
@@ -111,6 +113,7 @@ _SETTING = "handled_types.mr.content.secrets"
 # `<file>.yml@<group>/<project>[:<ref>]`: GitLab reads the pipeline from another project
 # (lib/gitlab/ci/project_config/external_project.rb, GitLab 14.9 and later).
 _EXTERNAL_CI_CONFIG = re.compile(r".+(?:yml|yaml)@.+", re.DOTALL)
+_LEADING_CURRENT_DIRECTORY = re.compile(r"\A(?:\.?/)+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,16 +252,50 @@ def file_content_violations(
     return violations
 
 
-def text_secret_violations(texts: Mapping[str, str], rules: ContentRulesConfig) -> list[Violation]:
-    """Secrets in texts GitLab publishes (field name -> value, e.g. `description`)."""
+def published_texts(submission: MRWorkItemCreate, *, skip: AbstractSet[Loc]) -> dict[Loc, str]:
+    """The texts and names of `submission` GitLab shows to everyone who can read the
+    project, by location, leaving out those at `skip` (already refused: too long, ...).
+
+    Title, description, commit message, branch names, labels and file paths; `package`
+    and `change_kind` never reach GitLab.
+    """
+    texts: dict[Loc, str | None] = {
+        ("body", "title"): submission.title,
+        ("body", "description"): submission.description,
+        ("body", "commit_message"): submission.commit_message,
+        ("body", "source_branch"): submission.source_branch,
+        ("body", "target_branch"): submission.target_branch,
+    }
+    if ("body", "labels") not in skip:
+        texts.update(
+            {("body", "labels", index): label for index, label in enumerate(submission.labels)}
+        )
+    if _ACTIONS not in skip:
+        for index, action in enumerate(submission.file_actions):
+            texts[(*_ACTIONS, index, "file_path")] = action.file_path
+            if isinstance(action, MoveAction):
+                texts[(*_ACTIONS, index, "previous_path")] = action.previous_path
+    return {loc: text for loc, text in texts.items() if text is not None and loc not in skip}
+
+
+def text_secret_violations(texts: Mapping[Loc, str], rules: ContentRulesConfig) -> list[Violation]:
+    """Secrets in texts GitLab publishes (location -> text, e.g. `("body", "title")`)."""
     if rules.secrets != "refuse":
         return []
     violations: list[Violation] = []
-    for field, text in texts.items():
-        violation = _secrets_violation(("body", field), field, find_secrets(text))
+    for loc, text in texts.items():
+        violation = _secrets_violation(loc, _field_name(loc), find_secrets(text))
         if violation is not None:
             violations.append(violation)
     return violations
+
+
+def _field_name(loc: Loc) -> str:
+    """`("body", "file_actions", 1, "file_path")` as `file_actions[1].file_path`."""
+    name = ""
+    for part in loc[1:]:
+        name += f"[{part}]" if isinstance(part, int) else f".{part}" if name else part
+    return name
 
 
 def _secrets_violation(loc: Loc, where: str, findings: Sequence[SecretFinding]) -> Violation | None:
@@ -284,17 +321,21 @@ def ci_config_files(ci_config_path: str | None, project_path: str) -> tuple[str,
     GitLab first looks for a file named exactly as the setting (`Repository` source),
     so that name is always one; `<file>@<this project>[:<ref>]` adds `<file>`. A file of
     another project (`<file>@group/other`) or a URL is read elsewhere: this project's
-    repository holds nothing more of it.
+    repository holds nothing more of it. Each is also taken without leading `/` or `./`,
+    in case GitLab resolves it so (refusing one path too many costs nothing).
     """
     if not ci_config_path:
         return (DEFAULT_CI_CONFIG_FILE,)
-    if _EXTERNAL_CI_CONFIG.fullmatch(ci_config_path) is None:
-        return (ci_config_path,)
-    file, _, location = ci_config_path.partition("@")
-    project = location.partition(":")[0]
-    if project.casefold() == project_path.casefold():
-        return (ci_config_path, file)
-    return (ci_config_path,)
+    files = [ci_config_path]
+    if _EXTERNAL_CI_CONFIG.fullmatch(ci_config_path) is not None:
+        file, _, location = ci_config_path.partition("@")
+        if location.partition(":")[0].casefold() == project_path.casefold():
+            files.append(file)
+    for file in list(files):
+        relative = _LEADING_CURRENT_DIRECTORY.sub("", file)
+        if relative and relative not in files:
+            files.append(relative)
+    return tuple(files)
 
 
 def ci_config_violations(

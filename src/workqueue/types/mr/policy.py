@@ -20,6 +20,7 @@ from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.content_rules import (
     FileContent,
     file_content_violations,
+    published_texts,
     text_secret_violations,
 )
 from workqueue.types.mr.paths import (
@@ -83,24 +84,15 @@ def check_submission(
     violations.extend(
         submission_text_violations(submission, config, project_path=project_path, refused=refused)
     )
-    published = {
-        "title": submission.title,
-        "description": submission.description,
-        "commit_message": submission.commit_message,
-    }
-    # GitLab publishes these as it does files: a secret there leaks the same way.
+    label_violations = _label_violations(submission.labels, config)
+    action_violations = check_file_actions(submission.file_actions, config)
+    violations.extend(label_violations)
+    violations.extend(action_violations)
+    # GitLab publishes texts and names as it does files: a secret there leaks the same way.
+    unscanned = refused | {violation.loc for violation in (*label_violations, *action_violations)}
     violations.extend(
-        text_secret_violations(
-            {
-                field: text
-                for field, text in published.items()
-                if text is not None and (*_BODY, field) not in refused
-            },
-            config.content,
-        )
+        text_secret_violations(published_texts(submission, skip=unscanned), config.content)
     )
-    violations.extend(_label_violations(submission.labels, config))
-    violations.extend(check_file_actions(submission.file_actions, config))
     return violations
 
 
