@@ -75,7 +75,7 @@ def project_entity(state: SimulatorState, project: Project) -> dict[str, Any]:
         "created_at": api_time(project.created_at),
         # Empty repositories report the preferred default branch name, as GitLab 14+ does.
         "default_branch": project.default_branch,
-        # GitLab 16+ shows it to users who can read the code: null or "" when unset.
+        # The "CI/CD configuration file" setting: null or "" when unset (real answers show both).
         "ci_config_path": project.ci_config_path,
         "tag_list": [],
         "topics": [],

@@ -110,8 +110,8 @@ MAX_FINDINGS_SHOWN = 5
 
 _ACTIONS: Loc = ("body", "file_actions")
 _SETTING = "handled_types.mr.content.secrets"
-# `<file>.yml@<group>/<project>[:<ref>]`: GitLab reads the pipeline from another project
-# (lib/gitlab/ci/project_config/external_project.rb, GitLab 14.9 and later).
+# `<file>.yml@<group>/<project>[:<ref>]`: GitLab reads the pipeline from that project
+# (its test in lib/gitlab/ci/project_config/external_project.rb).
 _EXTERNAL_CI_CONFIG = re.compile(r".+(?:yml|yaml)@.+", re.DOTALL)
 _LEADING_CURRENT_DIRECTORY = re.compile(r"\A(?:\.?/)+")
 
