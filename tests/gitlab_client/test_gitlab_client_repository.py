@@ -40,6 +40,19 @@ def test_project_is_fetched_once_and_cached(sim, client, project_id, calls):
     assert sim.request_count("GET", PROJECT_ROUTE) == 2
 
 
+@pytest.mark.parametrize(
+    ("setting", "read"),
+    [(None, None), ("", ""), ("ci/build.yml@group/ci", "ci/build.yml@group/ci")],
+)
+def test_project_shows_its_ci_config_path_as_gitlab_does(
+    sim, make_client, project_id, setting, read
+):
+    """GitLab answers `null` while the setting was never set and `""` once it is cleared."""
+    if setting is not None:
+        sim.configure_project(project_id, ci_config_path=setting)
+    assert make_client().project(PROJECT).ci_config_path == read
+
+
 def test_project_cache_is_thread_safe(sim, client):
     results = []
     threads = [
