@@ -14,10 +14,11 @@ from workqueue.api.gatekeeper import build_gatekeeper
 from workqueue.config import ServiceConfig
 from workqueue.settings import Settings
 
+# Ids of no item, fixed: they name the tests, which every xdist worker must collect alike.
 POST_PATHS = (
     "/api/work-items/mr",
-    f"/api/work-items/{uuid.uuid4()}/retry",
-    f"/api/work-items/{uuid.uuid4()}/cancel",
+    f"/api/work-items/{uuid.UUID(int=1)}/retry",
+    f"/api/work-items/{uuid.UUID(int=2)}/cancel",
 )
 
 

@@ -22,9 +22,15 @@ def free_port() -> int:
 @contextmanager
 def serve_in_thread(app: FastAPI) -> Iterator[str]:
     """Yield the base URL while the app (and its lifespan) runs."""
-    port = free_port()
+    # Bound here and handed to uvicorn: a port probed free and bound later can be taken
+    # in between (by another xdist worker's server, or any client's ephemeral port).
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    port = int(listener.getsockname()[1])
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, name="test-uvicorn", daemon=True)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [listener]}, name="test-uvicorn", daemon=True
+    )
     thread.start()
     deadline = time.monotonic() + 30
     while not server.started:
@@ -36,6 +42,7 @@ def serve_in_thread(app: FastAPI) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(30)
+        listener.close()
 
 
 @contextmanager

@@ -55,7 +55,9 @@ def send_partial(
         while len(rest) < length:
             rest += _recv(sock)
         seconds = time.monotonic() - started
-        sock.settimeout(2)
+        # A close arrives at once; the wait is long only so a busy machine cannot fake
+        # a connection kept open (every answer here closes unless a test says otherwise).
+        sock.settimeout(10)
         try:
             closed = sock.recv(1) == b""
         except TimeoutError:
