@@ -35,6 +35,7 @@ from webhook_support import make_item, mr_registry
 
 from workqueue.api import webhooks
 from workqueue.api.app import ServiceApp, create_app
+from workqueue.api.webhook_projects import ProjectDirectory
 from workqueue.config import ServiceConfig
 from workqueue.gitlab.client import GitLabClient
 from workqueue.settings import Settings
@@ -412,3 +413,122 @@ def test_a_path_no_gitlab_project_can_have_is_never_looked_up_or_kept(
     assert answer.status_code == 422  # the id is team/app's, the path is not
     assert calls == 1  # the id only
     assert max(len(key) for key in kept) < 100
+
+
+# -- made-up ids spend their own secret's look-up budget ---------------------------------
+#
+# A holder of a scoped secret sending a new made-up `project.id` (with a path its secret
+# covers) in each delivery made the service ask GitLab once or twice per delivery, on two
+# threads with an unbounded queue: enough to spend the service token's GitLab rate limit
+# for every project and delay real hooks. Each secret now has a budget of 60 uncached
+# look-ups a minute; over it a delivery answers 503 with `Retry-After`, while answers the
+# service already holds (real projects) keep flowing and other secrets keep their own
+# budgets. The directory's clock is frozen so the budget does not refill during a test.
+
+BUDGET = 60  # uncached look-ups per secret per minute (docs/reference/http-api.md)
+MADE_UP_ID = 900_000
+
+
+def freeze_lookup_clock(app: Service) -> None:
+    """The service's project directory, its clock stopped: no refill during the test."""
+    context = InstallContext(
+        gitlab_token=TOKEN,
+        gitlab_client_factory=lambda url, token: GitLabClient(url, token, timeout=5),
+    )
+    app.app.state.webhook_projects.close()
+    app.app.state.webhook_projects = ProjectDirectory.for_registry(
+        app.app.state.runtime.registry, context, clock=lambda: 1000.0
+    )
+
+
+def test_made_up_ids_spend_only_their_secrets_budget_and_real_hooks_keep_flowing(
+    database_url, sessions, world, victim_item
+):
+    own_push = hooks_for(world, OWN)["Push Hook"]
+    with service(database_url, world.simulator) as app:
+        freeze_lookup_clock(app)
+        world.simulator.reset_requests()
+        warm = deliver(app.url, own_push, TEAM_SECRET)  # team/app's id: one look-up
+        before = stored(sessions)
+        attack = [
+            deliver(app.url, with_project_id_of(own_push, MADE_UP_ID + n), TEAM_SECRET)
+            for n in range(BUDGET + 10)
+        ]
+        spent = world.simulator.request_count("GET", PROJECT_ROUTE)
+        after_attack = stored(sessions)
+        own_again = deliver(app.url, own_push, TEAM_SECRET)  # answered from the cache
+        victims = deliver(app.url, hooks_for(world, VICTIM)["Push Hook"], VICTIM_SECRET)
+        calls = world.simulator.request_count("GET", PROJECT_ROUTE)
+
+    assert warm.json() == {"status": "accepted"}
+    # The first made-up id costs two look-ups (the id, then team/app's path), every later
+    # one a look-up of its id; the warm-up took one: the secret's 60 are gone after 58.
+    assert spent == BUDGET
+    statuses = [answer.status_code for answer in attack]
+    assert statuses == [422] * (BUDGET - 2) + [503] * 12
+    for refused in attack[BUDGET - 2 :]:
+        assert int(refused.headers["Retry-After"]) >= 1
+        assert "project look-ups" in refused.json()["detail"]
+    # Neither the 422s nor the 503s stored anything (the warm-up's own delivery may be
+    # resolved meanwhile: its key stays recorded either way).
+    assert after_attack["received"] == before["received"]
+    assert own_again.json() == {"status": "accepted"}
+    assert victims.json() == {"status": "accepted"}  # another secret, its own budget
+    assert calls == BUDGET + 1  # victim/prod's id, paid by its own secret
+
+
+def test_a_burst_of_one_real_projects_hooks_costs_one_look_up_and_no_budget(
+    database_url, sessions, world
+):
+    hook = hooks_for(world, OWN)["Pipeline Hook"]
+    with service(database_url, world.simulator) as app:
+        freeze_lookup_clock(app)
+        world.simulator.reset_requests()
+        answers = {deliver(app.url, hook, TEAM_SECRET).status_code for _ in range(BUDGET + 5)}
+        calls = world.simulator.request_count("GET", PROJECT_ROUTE)
+
+    assert answers == {200}
+    assert calls == 1
+
+
+# -- the body checked is the body stored -------------------------------------------------
+
+
+def deliver_raw(url: str, raw: str, token: str) -> httpx.Response:
+    headers = {"Content-Type": "application/json", "X-Gitlab-Token": token}
+    return httpx.post(url, content=raw.encode(), headers=headers, timeout=10)
+
+
+@pytest.mark.parametrize("full_stack", [False, True], ids=["shortcut", "full-stack"])
+@pytest.mark.parametrize("spelling", ["{id}e0", "{id}0e-1", "{id}.0", '"{id}"', "true"])
+def test_a_project_id_that_is_no_integer_is_422_and_stores_nothing(
+    database_url, sessions, world, victim_item, spelling, full_stack
+):
+    """`"id": 7e0` was read as "no id" by the check (so no id/path check: team/app's path
+    alone passed team/app's secret) but stored by JSONB as `{"id": 7}`, victim/prod's id."""
+    hook = hooks_for(world, OWN)["Merge Request Hook"]
+    hook["project"]["id"] = "@ID@"
+    raw = json.dumps(hook).replace('"@ID@"', spelling.format(id=world.ids[VICTIM]))
+    before = stored(sessions)
+    with service(database_url, world.simulator, full_stack=full_stack) as app:
+        answer = deliver_raw(app.url, raw, TEAM_SECRET)
+
+    assert answer.status_code == 422, answer.text
+    (problem,) = answer.json()["detail"]
+    assert problem["loc"] == ["body", "project", "id"]
+    assert stored(sessions) == before
+
+
+def test_a_top_level_project_id_that_is_no_integer_is_422(
+    database_url, sessions, world, victim_item
+):
+    hook = hooks_for(world, OWN)["Job Hook"]
+    hook["project_id"] = "@ID@"
+    raw = json.dumps(hook).replace('"@ID@"', f"{world.ids[VICTIM]}e0")
+    before = stored(sessions)
+    with service(database_url, world.simulator) as app:
+        answer = deliver_raw(app.url, raw, TEAM_SECRET)
+
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["detail"][0]["loc"] == ["body", "project_id"]
+    assert stored(sessions) == before

@@ -15,8 +15,9 @@ from workqueue.api.webhook_projects import (
     names_one_project,
 )
 from workqueue.api.webhook_secrets import ProjectScope, WebhookSecrets
+from workqueue.api.webhooks import gitlab_event_type
 from workqueue.gitlab.client import GitLabClient
-from workqueue.gitlab.hooks import HookProject, project_id_conflict
+from workqueue.gitlab.hooks import HookProject, malformed_project_ids, project_id_conflict
 from workqueue.types.catalog import InstallContext
 
 APP = KnownProject(42, "team/app")
@@ -149,3 +150,40 @@ def test_a_token_gitlab_refuses_makes_every_check_unavailable_not_open(simulator
         assert good.path_of(world.project_id + 1000) is None
     finally:
         good.close()
+
+
+@pytest.mark.parametrize(
+    ("body", "malformed"),
+    [
+        ({"project": {"id": 42}, "project_id": 42}, []),
+        ({"project": {"id": None}}, []),  # null: no id, stored as no id
+        ({}, []),
+        ({"project": "team/app"}, []),  # no object: no id either way
+        ({"project": {"id": 42.0}}, [("project", "id")]),  # `42.0`, and `4.2e1`
+        ({"project": {"id": "42"}}, [("project", "id")]),
+        ({"project": {"id": True}}, [("project", "id")]),
+        ({"project": {"id": 0}}, [("project", "id")]),
+        ({"project": {"id": -7}}, [("project", "id")]),
+        ({"project": {"id": 2**63}}, [("project", "id")]),
+        ({"project": {"id": [42]}}, [("project", "id")]),
+        ({"project_id": 42.0}, [("project_id",)]),
+        ({"project": {"id": "7"}, "project_id": 7.0}, [("project", "id"), ("project_id",)]),
+    ],
+)
+def test_a_project_id_that_is_there_must_be_a_positive_json_integer(body, malformed):
+    assert malformed_project_ids(body) == malformed
+
+
+@pytest.mark.parametrize(
+    ("body", "header", "kind"),
+    [
+        ({"object_kind": "push"}, None, "push"),
+        ({"object_kind": "trunk.read_head"}, None, None),  # the service's own
+        ({"object_kind": "trunk.read_head"}, "Push Hook", None),  # not dressed by a header
+        ({"object_kind": "trunk.look_again"}, None, None),
+        ({"object_kind": "made_up"}, None, None),
+        ({}, "Push Hook", "push"),
+    ],
+)
+def test_only_kinds_gitlab_sends_are_taken_from_outside(body, header, kind):
+    assert gitlab_event_type(body, header) == kind

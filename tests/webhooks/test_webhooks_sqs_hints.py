@@ -25,6 +25,7 @@ from workqueue.api.sqs_consumer import SqsEventConsumer
 from workqueue.api.webhook_projects import ProjectDirectory
 from workqueue.queue.intake_loop import IntakeResolver
 from workqueue.testing.gitlab_simulator import GitLabSimulator, JobSpec
+from workqueue.types.trunk.ingest import READ_HEAD_EVENT
 
 REGION = "us-east-1"
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
@@ -110,6 +111,55 @@ def test_a_message_whose_project_id_and_path_disagree_is_deleted_and_not_stored(
     assert drain(consumer) == 3  # all three are gone from the queue
     assert [event_type for _, _, event_type in deliveries(sessions)] == ["merge_request"]
     assert "different projects" in caplog.text
+
+
+@pytest.mark.parametrize("spelling", ["{id}e0", "{id}.0", '"{id}"', "true"])
+def test_a_message_whose_project_id_is_no_integer_is_deleted_and_not_stored(
+    sqs, queue_url, sessions, simulator, world, directory, caplog, spelling
+):
+    """JSONB stores `42e0` as `42`: the id the check read as absent would reach the items."""
+    hook = simulator.merge_request_hook(world.project_id, world.iid, action="merge")
+    hook["project"]["id"] = "@ID@"
+    raw = json.dumps(hook).replace('"@ID@"', spelling.format(id=world.project_id))
+    sqs.send_message(QueueUrl=queue_url, MessageBody=raw)
+    consumer = SqsEventConsumer(
+        client=sqs,
+        queue_url=queue_url,
+        sessions=sessions,
+        registry=mr_registry(simulator.url),
+        projects=directory,
+        wait_seconds=0,
+    )
+
+    assert drain(consumer) == 1
+    assert deliveries(sessions) == []
+    assert "project.id is not a project id" in caplog.text
+
+
+def test_a_message_naming_an_internal_event_type_is_deleted_and_not_stored(
+    sqs, queue_url, sessions
+):
+    """`trunk.read_head` is a hint the trunk type keeps for itself: from SQS it is no
+    GitLab event, as from a webhook, so it never reaches the internal creator."""
+    simulator = new_simulator()
+    try:
+        registry = trunk_registry(simulator.url)
+        assert registry.routes_event(READ_HEAD_EVENT)
+        (queue,) = registry.get("trunk").config.config.queues
+        publish(sqs, queue_url, {"object_kind": READ_HEAD_EVENT, "queue": queue.name})
+        consumer = SqsEventConsumer(
+            client=sqs,
+            queue_url=queue_url,
+            sessions=sessions,
+            registry=registry,
+            projects=ProjectDirectory(()),
+            wait_seconds=0,
+        )
+        assert drain(consumer) == 1
+    finally:
+        simulator.stop()
+
+    assert deliveries(sessions) == []
 
 
 def test_a_consumer_without_a_directory_refuses_to_store_what_it_cannot_check(

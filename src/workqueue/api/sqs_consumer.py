@@ -11,14 +11,19 @@ processed by their own work-item threads (DDR-29/30).
   "MessageAttributes": ...}`) or, with SNS raw message delivery or a direct
   producer, the GitLab JSON itself.
 * Event type: the payload's `object_kind`, else an `X-Gitlab-Event` message
-  attribute (SNS or SQS attribute, name case-insensitive).
+  attribute (SNS or SQS attribute, name case-insensitive). Only kinds GitLab
+  sends: a message naming one of the service's own (`trunk.read_head`) holds
+  no GitLab event and is deleted unstored.
 * Delivery key: the SNS `MessageId` (the SQS `MessageId` for raw messages):
   the same notification delivered twice is stored once.
 * A message carries no credential, so its event is a hint like any hook
   (the handlers confirm with GitLab before anything ends, is admitted or
   merged), and one whose project id and path name different projects on
-  GitLab (`api.webhook_projects.contradiction`) is deleted with a warning,
-  not stored; when GitLab cannot be asked, the message stays and comes back.
+  GitLab, or whose project id is no JSON integer
+  (`api.webhook_projects.contradiction`), is deleted with a warning, not
+  stored; when GitLab cannot be asked, or the consumer's own budget of
+  uncached project look-ups (`SQS_PAYER`, 60 a minute) is spent, the message
+  stays and comes back after its visibility timeout.
 * A message is deleted only after its delivery is committed (DDR-31): a crash
   in between redelivers it, which the delivery key makes harmless. A message
   that is not JSON (poison) is deleted with a warning; one whose storage fails
@@ -42,6 +47,7 @@ from urllib.parse import urlsplit
 from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.api.metrics import ServiceMetrics
+from workqueue.api.webhook_lookup_budget import LookupRefused
 from workqueue.api.webhook_projects import (
     ProjectDirectory,
     ProjectLookupUnavailable,
@@ -62,6 +68,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SQS_SOURCE = "sqs"  # received_deliveries.source
+SQS_PAYER = "sqs"  # whose look-up budget the consumer's project checks spend
 DEFAULT_WAIT_SECONDS = 10  # long poll; also bounds how long stop() may wait for the thread
 MAX_BATCH = 10  # SQS limit for receive and delete batches
 _EVENT_ATTRIBUTE = "x-gitlab-event"
@@ -270,8 +277,8 @@ class SqsEventConsumer:
         if not self._registry.routes_event(event_type):
             return None  # stored as "ignored" without a look at it
         try:
-            refused = contradiction(self._projects, body)
-        except ProjectLookupUnavailable as error:
+            refused = contradiction(self._projects, body, payer=SQS_PAYER)
+        except (ProjectLookupUnavailable, LookupRefused) as error:
             logger.warning(
                 "SQS message %s kept, its project cannot be checked: %s", message_id, error
             )

@@ -19,8 +19,12 @@ It is asked only after the token matched a secret, never for an
 unauthenticated request. Answers, found or not found, are kept for
 `FOUND_SECONDS` / `NOT_FOUND_SECONDS` in a bounded table, so a burst of
 deliveries for one project costs one look-up and a flood of made-up ids costs
-one per id; look-ups run on `LOOKUP_THREADS` threads of their own, so they
-never take the event loop or the request threads. A GitLab that cannot answer
+one per id, paid from the budget of whoever sent them (`payer`: the secret, or
+the SQS consumer; `api.webhook_lookup_budget`): over it, or with the wait for
+the look-up threads full, the question is refused (`LookupRefused`) without
+asking GitLab, while held answers are still given. Look-ups run on
+`LOOKUP_THREADS` threads of their own, so they never take the event loop or the
+request threads. A GitLab that cannot answer
 (timeout, 5xx, a wrong base URL, the service's token refused) raises
 `ProjectLookupUnavailable`: the receiver answers 503 and stores nothing.
 """
@@ -35,11 +39,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
+from workqueue.api.webhook_lookup_budget import LookupBudget
 from workqueue.gitlab.client import GitLabClient
 from workqueue.gitlab.errors import GitLabError, PermanentGitLabError
-from workqueue.gitlab.hooks import hook_project, project_id_conflict
+from workqueue.gitlab.hooks import hook_project, malformed_project_ids, project_id_conflict
 from workqueue.gitlab.models import ProjectInfo
 from workqueue.queue.registry import TypeRegistry
 from workqueue.types.catalog import InstallContext
@@ -93,7 +98,6 @@ Lookup = Callable[[str], ProjectInfo]
 """`GitLabClient.project`: a project by id (decimal) or path; raises GitLabError."""
 
 _Key = tuple[Literal["id", "path"], str]
-_Answer = TypeVar("_Answer")
 
 
 class _CacheMiss(Exception):  # noqa: N818 - control flow between the two paths
@@ -113,13 +117,23 @@ class ProjectDirectory:
         """`lookups`: one per GitLab instance the handled types use (usually one)."""
         self._lookups = tuple(lookups)
         self._clock = clock
+        self._budget = LookupBudget(clock)
         self._close = close
         self._answers: dict[_Key, tuple[float, tuple[KnownProject | None, ...]]] = {}
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
+        # Questions being looked up now, by loop and question: a burst of deliveries for
+        # one project that is not held yet waits for one look-up, not one each.
+        self._asking: dict[tuple[int, tuple[object, ...]], asyncio.Future[Any]] = {}
 
     @classmethod
-    def for_registry(cls, registry: TypeRegistry, context: InstallContext) -> ProjectDirectory:
+    def for_registry(
+        cls,
+        registry: TypeRegistry,
+        context: InstallContext,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> ProjectDirectory:
         """One client per distinct `gitlab_url` of the handled types, with the service's token."""
         urls = dict.fromkeys(
             url
@@ -138,7 +152,7 @@ class ProjectDirectory:
             for client in clients:
                 client.close()
 
-        return cls([client.project for client in clients], close=close)
+        return cls([client.project for client in clients], clock=clock, close=close)
 
     def kept_keys(self) -> list[str]:
         """The ids and paths answers are kept for (for tests and debugging)."""
@@ -153,52 +167,67 @@ class ProjectDirectory:
 
     # -- the questions, from a thread (SQS consumer) or the event loop (receiver) --------
 
-    def same_project(self, project_id: int, path: str) -> bool:
-        """Whether `project_id` and `path` name one project on GitLab (blocking)."""
-        return self._same_project(project_id, path, cached_only=False)
+    def same_project(self, project_id: int, path: str, *, payer: str | None = None) -> bool:
+        """Whether `project_id` and `path` name one project on GitLab (blocking). A
+        `payer` pays each GitLab call from its budget (LookupRefused when spent)."""
+        return self._same_project(project_id, path, cached_only=False, payer=payer)
 
-    def path_of(self, project_id: int) -> str | None:
+    def path_of(self, project_id: int, *, payer: str | None = None) -> str | None:
         """The path of GitLab's project `project_id`; None when GitLab shows none (blocking).
         With several GitLab instances, an id they name differently has no path."""
-        return self._path_of(project_id, cached_only=False)
+        return self._path_of(project_id, cached_only=False, payer=payer)
 
-    async def same_project_soon(self, project_id: int, path: str) -> bool:
+    async def same_project_soon(self, project_id: int, path: str, *, payer: str) -> bool:
         try:
-            return self._same_project(project_id, path, cached_only=True)
+            return self._same_project(project_id, path, cached_only=True, payer=payer)
         except _CacheMiss:
-            return await self._in_thread(lambda: self.same_project(project_id, path))
+            return bool(
+                await self._in_thread(
+                    ("same", project_id, path),
+                    payer,
+                    lambda: self.same_project(project_id, path, payer=payer),
+                )
+            )
 
-    async def path_of_soon(self, project_id: int) -> str | None:
+    async def path_of_soon(self, project_id: int, *, payer: str) -> str | None:
         try:
-            return self._path_of(project_id, cached_only=True)
+            return self._path_of(project_id, cached_only=True, payer=payer)
         except _CacheMiss:
-            return await self._in_thread(lambda: self.path_of(project_id))
+            path: str | None = await self._in_thread(
+                ("path", project_id), payer, lambda: self.path_of(project_id, payer=payer)
+            )
+            return path
 
     # -- internals ---------------------------------------------------------------------
 
-    def _same_project(self, project_id: int, path: str, *, cached_only: bool) -> bool:
-        by_ids = self._known(("id", str(project_id)), cached_only=cached_only)
+    def _same_project(
+        self, project_id: int, path: str, *, cached_only: bool, payer: str | None
+    ) -> bool:
+        by_ids = self._known(("id", str(project_id)), cached_only=cached_only, payer=payer)
         if any(found is not None and found.path == path for found in by_ids):
             return True  # the common case: one answer, usually cached
         if len(path) > MAX_PATH_CHARACTERS or not _POSSIBLE_PATH.fullmatch(path):
             by_paths: tuple[KnownProject | None, ...] = (None,) * len(by_ids)
         else:
-            by_paths = self._known(("path", path), cached_only=cached_only)
+            by_paths = self._known(("path", path), cached_only=cached_only, payer=payer)
         return any(
             names_one_project(project_id, path, by_id, by_path)
             for by_id, by_path in zip(by_ids, by_paths, strict=True)
         )
 
-    def _path_of(self, project_id: int, *, cached_only: bool) -> str | None:
+    def _path_of(self, project_id: int, *, cached_only: bool, payer: str | None) -> str | None:
         paths = {
             found.path
-            for found in self._known(("id", str(project_id)), cached_only=cached_only)
+            for found in self._known(("id", str(project_id)), cached_only=cached_only, payer=payer)
             if found is not None
         }
         return paths.pop() if len(paths) == 1 else None
 
-    def _known(self, key: _Key, *, cached_only: bool) -> tuple[KnownProject | None, ...]:
-        """Each instance's project for `key`, from the table or (not `cached_only`) GitLab."""
+    def _known(
+        self, key: _Key, *, cached_only: bool, payer: str | None
+    ) -> tuple[KnownProject | None, ...]:
+        """Each instance's project for `key`, from the table or (not `cached_only`) GitLab,
+        each call paid by `payer` (None: by nobody)."""
         now = self._clock()
         with self._lock:
             kept = self._answers.get(key)
@@ -208,7 +237,7 @@ class ProjectDirectory:
             raise _CacheMiss
         if not self._lookups:
             raise ProjectLookupUnavailable("no GitLab instance is configured to ask")
-        answers = tuple(_ask(lookup, key[1]) for lookup in self._lookups)
+        answers = tuple(self._ask_paid(lookup, key[1], payer) for lookup in self._lookups)
         lifetime = FOUND_SECONDS if any(answers) else NOT_FOUND_SECONDS
         with self._lock:
             self._answers.pop(key, None)  # re-inserted last: the oldest go first
@@ -217,21 +246,48 @@ class ProjectDirectory:
                 del self._answers[next(iter(self._answers))]
         return answers
 
-    async def _in_thread(self, question: Callable[[], _Answer]) -> _Answer:
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(LOOKUP_THREADS, "workqueue-hook-projects")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, question)
+    def _ask_paid(self, lookup: Lookup, reference: str, payer: str | None) -> KnownProject | None:
+        if payer is not None:
+            self._budget.spend(payer)
+        return _ask(lookup, reference)
+
+    async def _in_thread(
+        self, asked: tuple[object, ...], payer: str, question: Callable[[], object]
+    ) -> Any:
+        """The answer to `question`, asked on the look-up threads once the budget admits
+        `payer` to the wait; a question already being asked is waited for instead."""
+        loop = asyncio.get_running_loop()
+        key = (id(loop), asked)
+        running = self._asking.get(key)
+        if running is None:
+            self._budget.admit(payer)
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(LOOKUP_THREADS, "workqueue-hook-projects")
+            running = loop.run_in_executor(self._executor, question)
+            self._asking[key] = running
+
+            def done(_: asyncio.Future[Any]) -> None:
+                self._asking.pop(key, None)
+                self._budget.leave(payer)
+
+            running.add_done_callback(done)
+        # One waiter giving up (its client gone) must not cancel the others' answer.
+        return await asyncio.shield(running)
 
 
-def contradiction(projects: ProjectDirectory, body: Mapping[str, Any]) -> str | None:
-    """Why the body's project names contradict each other on GitLab, or None (blocking;
-    raises ProjectLookupUnavailable). For deliveries that carry no token (SQS)."""
+def contradiction(projects: ProjectDirectory, body: Mapping[str, Any], *, payer: str) -> str | None:
+    """Why the body's project names are malformed or contradict each other on GitLab, or
+    None (blocking; raises ProjectLookupUnavailable, or LookupRefused when `payer`'s
+    budget is spent). For deliveries that carry no token (SQS)."""
+    malformed = malformed_project_ids(body)
+    if malformed:
+        return f"{'.'.join(malformed[0])} is not a project id (a positive JSON integer)"
     if project_id_conflict(body):
         return "project.id and project_id are different projects"
     project = hook_project(body)
     if project.id is None or project.path is None:
         return None
-    if projects.same_project(project.id, project.path):
+    if projects.same_project(project.id, project.path, payer=payer):
         return None
     return (
         f"project.id {project.id} and project.path_with_namespace {project.path} "

@@ -9,7 +9,9 @@
 A token is compared with every secret in constant time, and the scope it
 carries is the union of the projects of every secret it equals: which secret
 matched is never decided by an early exit. A token that equals none has no
-scope (401 before the body is read).
+scope (401 before the body is read). A scope names its `payer`, the secret
+entry (or entries) it came from, whose budget pays the GitLab look-ups its
+deliveries cause (`api.webhook_lookup_budget`).
 """
 
 from __future__ import annotations
@@ -26,19 +28,21 @@ from workqueue.settings import Settings
 logger = logging.getLogger(__name__)
 
 EVERY_PROJECT = (MATCH_EVERYTHING,)
+LEGACY_VARIABLE = "WORKQUEUE_SERVICE_GITLAB_WEBHOOK_SECRET"
 
 
 @dataclass(frozen=True, slots=True)
 class ProjectScope:
-    """The projects a presented token may deliver hooks for."""
+    """The projects a presented token may deliver hooks for, and who pays its look-ups."""
 
     patterns: tuple[str, ...]
     _regexes: tuple[str, ...]
+    payer: str = ""
 
     @classmethod
-    def of(cls, patterns: Iterable[str]) -> ProjectScope:
+    def of(cls, patterns: Iterable[str], payer: str = "") -> ProjectScope:
         kept = tuple(dict.fromkeys(patterns))
-        return cls(kept, scope_regexes(kept, {}))
+        return cls(kept, scope_regexes(kept, {}), payer)
 
     @property
     def every_project(self) -> bool:
@@ -65,10 +69,16 @@ class WebhookSecrets:
         secrets: Iterable[str],
         scoped: Iterable[tuple[str, Sequence[str]]] = (),
     ) -> None:
-        """`secrets` cover every project; `scoped` pairs a secret with its project globs."""
-        everything = ProjectScope.of(EVERY_PROJECT)
-        pairs = [(secret, everything) for secret in secrets]
-        pairs += [(secret, ProjectScope.of(projects)) for secret, projects in scoped]
+        """`secrets` cover every project; `scoped` pairs a secret with its project globs.
+        Each entry is a payer of its own, named by where it is configured."""
+        pairs = [
+            (secret, ProjectScope.of(EVERY_PROJECT, f"{LEGACY_VARIABLE}[{index}]"))
+            for index, secret in enumerate(secrets)
+        ]
+        pairs += [
+            (secret, ProjectScope.of(projects, f"webhooks.secrets[{index}]"))
+            for index, (secret, projects) in enumerate(scoped)
+        ]
         self._secrets = tuple(
             _Secret(secret.encode("utf-8"), scope) for secret, scope in pairs if secret
         )
@@ -126,7 +136,10 @@ class WebhookSecrets:
         if len(scopes) <= 1:
             return scopes[0] if scopes else None
         # The same token configured for several entries: the union of their projects.
-        return ProjectScope.of(pattern for scope in scopes for pattern in scope.patterns)
+        return ProjectScope.of(
+            (pattern for scope in scopes for pattern in scope.patterns),
+            "+".join(scope.payer for scope in scopes),
+        )
 
 
 def _comma_separated(value: str | None) -> list[str]:

@@ -13,13 +13,19 @@ Rules (see docs API.md, "Webhooks" and "Trust boundary, round 2"):
   most `MAX_BODY_BYTES` (1 MiB, 413 above), read by the body reader.
 * The event type is the payload's `object_kind` (`merge_request`, `pipeline`,
   `build` for Job Hooks, `note`, `push`, ...), else derived from the
-  `X-Gitlab-Event` header.
+  `X-Gitlab-Event` header. Only kinds GitLab sends (`gitlab.hooks.GITLAB_OBJECT_KINDS`)
+  are taken: the kinds item types store for themselves (`trunk.read_head`)
+  are unhandled from outside ("ignored").
 * The project the body names must be covered by the secrets the token equals
   (401 otherwise, the same answer as a wrong token), and its id and path must
   name one project as GitLab knows them (`api.webhook_projects`; 422 on
   `["body", "project"]`, or `["body", "project_id"]` when the body's two ids
-  differ). That is the one GitLab call a request may cost, cached, and only
-  once the token matched; GitLab unable to answer is a 503.
+  differ). A project id that is no JSON integer is a 422 on that field (JSONB
+  would store `1e2` as the id `100` the check never saw). That is the one
+  GitLab call a request may cost, cached, and only once the token matched,
+  paid from the matched secret's budget (`api.webhook_lookup_budget`); GitLab
+  unable to answer, the budget spent or the look-up wait full is a 503 with
+  `Retry-After`.
 * The delivery key is `Idempotency-Key` (stable across GitLab's retries and
   "Resend"), else `X-Gitlab-Event-UUID`, else `sha256:` + the SHA-256 of the
   raw body (so byte-identical redeliveries from old GitLab versions still
@@ -60,10 +66,17 @@ from workqueue.api.metrics import ServiceMetrics
 from workqueue.api.schemas import error_responses
 from workqueue.api.strict_json import InvalidJSONError, parse_strict_json
 from workqueue.api.unavailable import RETRY_AFTER_SECONDS, UNAVAILABLE_DETAIL
+from workqueue.api.webhook_lookup_budget import LookupRefused
 from workqueue.api.webhook_projects import ProjectDirectory, ProjectLookupUnavailable
 from workqueue.api.webhook_secrets import ProjectScope, WebhookSecrets
 from workqueue.db.errors import is_database_unavailable, is_statement_timeout
-from workqueue.gitlab.hooks import HookProject, hook_project, project_id_conflict
+from workqueue.gitlab.hooks import (
+    GITLAB_OBJECT_KINDS,
+    HookProject,
+    hook_project,
+    malformed_project_ids,
+    project_id_conflict,
+)
 from workqueue.queue.ingest import IngestStatus
 from workqueue.queue.intake import new_delivery
 
@@ -92,10 +105,9 @@ GITLAB_EVENT_TYPES: Mapping[str, str] = {
     "Release Hook": "release",
     "Wiki Page Hook": "wiki_page",
 }
-_MAX_EVENT_TYPE_LENGTH = 64  # received_deliveries.event_type
-
 _UNAUTHORIZED = "missing or invalid X-Gitlab-Token"
 _LOOKUP_UNAVAILABLE = "GitLab is unavailable: the delivery's project could not be checked"
+_LOOKUP_REFUSED = "too many project look-ups: the delivery's project could not be checked now"
 
 
 class WebhookAnswer(BaseModel):
@@ -120,19 +132,26 @@ router = APIRouter(tags=["webhooks"])
 @router.post(
     WEBHOOK_PATH,
     response_model=WebhookAnswer,
-    responses=error_responses(
-        400,
-        401,
-        408,
-        413,
-        503,
-        descriptions={
-            400: "The body is not a JSON object (strict JSON)",
-            401: "Missing or wrong X-Gitlab-Token; nothing was stored",
-            413: "The body is over 1 MiB",
-            503: "The database is unavailable; GitLab may redeliver",
+    responses={
+        **error_responses(
+            400,
+            401,
+            408,
+            413,
+            503,
+            descriptions={
+                400: "The body is not a JSON object (strict JSON)",
+                401: "Missing or wrong X-Gitlab-Token; nothing was stored",
+                413: "The body is over 1 MiB",
+                503: "The database is unavailable, or the project could not be checked now "
+                "(GitLab unavailable, or too many look-ups); nothing was stored",
+            },
+        ),
+        422: {
+            "description": "A project id is no JSON integer, or the body's project id and "
+            "path name different projects; nothing was stored"
         },
-    ),
+    },
 )
 async def receive_gitlab_webhook(request: Request) -> Response:
     """Store a GitLab webhook delivery for the active items it concerns."""
@@ -206,6 +225,9 @@ async def _check_project(
     """The body's project must be one the token's secrets cover (401, as for a wrong
     token: the answer does not tell which projects a secret covers), and its id and path
     must name that one project on GitLab (422). Nothing is stored otherwise."""
+    malformed = malformed_project_ids(body)
+    if malformed:
+        raise _malformed_id(malformed[0])
     if project_id_conflict(body):
         raise _disagreement("project_id", "project.id and project_id are different projects")
     project = hook_project(body)
@@ -220,13 +242,22 @@ async def _check_project(
         if (
             project.id is not None
             and project.path is not None
-            and not await projects.same_project_soon(project.id, project.path)
+            and not await projects.same_project_soon(project.id, project.path, payer=scope.payer)
         ):
             raise _disagreement(
                 "project",
                 f"project.id {project.id} and project.path_with_namespace "
                 f"{project.path} are different projects on GitLab",
             )
+    except LookupRefused as error:
+        logger.warning(
+            "webhook not stored, its project look-up refused (%s, payer %s)", error, scope.payer
+        )
+        raise HTTPException(
+            status_code=503,
+            detail=_LOOKUP_REFUSED,
+            headers={"Retry-After": str(error.retry_after_seconds)},
+        ) from None
     except ProjectLookupUnavailable as error:
         logger.warning("webhook not stored, GitLab could not say which project it is: %s", error)
         raise HTTPException(
@@ -245,8 +276,17 @@ async def _covered(projects: ProjectDirectory, scope: ProjectScope, project: Hoo
         return scope.covers(project.path)
     if project.id is None:
         return False
-    path = await projects.path_of_soon(project.id)
+    path = await projects.path_of_soon(project.id, payer=scope.payer)
     return path is not None and scope.covers(path)
+
+
+def _malformed_id(where: tuple[str, ...]) -> HTTPException:
+    message = "a project id is a positive JSON integer (not 1e2, 100.0 or a string)"
+    logger.warning("webhook refused: %s is not a project id", ".".join(where))
+    return HTTPException(
+        status_code=422,
+        detail=[{"loc": ["body", *where], "msg": message, "type": "int_type"}],
+    )
 
 
 def _disagreement(field: str, message: str) -> HTTPException:
@@ -416,10 +456,11 @@ def _app_projects(app: Any) -> ProjectDirectory:
 
 
 def gitlab_event_type(body: Mapping[str, Any], event_header: str | None = None) -> str | None:
-    """The payload's `object_kind`, else the type named by the `X-Gitlab-Event` header."""
+    """The payload's `object_kind`, else the type named by the `X-Gitlab-Event` header;
+    None for a kind GitLab does not send (the service's own, `trunk.read_head`)."""
     kind = body.get("object_kind")
-    if isinstance(kind, str) and 0 < len(kind) <= _MAX_EVENT_TYPE_LENGTH:
-        return kind
+    if isinstance(kind, str) and kind:
+        return kind if kind in GITLAB_OBJECT_KINDS else None
     if event_header is None:
         return None
     return GITLAB_EVENT_TYPES.get(event_header.strip())

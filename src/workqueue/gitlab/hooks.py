@@ -21,7 +21,14 @@ records, so one set of rules holds everywhere:
   other contradicts it. That a body's id and path name one project is checked
   with GitLab before it is stored (`api.webhook_projects`); a body whose
   `project.id` and `project_id` differ contradicts itself
-  (`project_id_conflict`).
+  (`project_id_conflict`). A project id that is there but is no JSON integer
+  (`1e2`, `100.0`, `"100"`, `true`) is read as absent here, yet PostgreSQL's
+  JSONB stores `1e2` as `100`: the receivers refuse such a body
+  (`malformed_project_ids`) so the body checked is the body stored.
+* `object_kind` is taken only when it is one GitLab sends
+  (`GITLAB_OBJECT_KINDS`): item types also store events for themselves (a
+  kept trunk hint, `trunk.read_head`), and a delivery from outside must never
+  reach their handlers.
 
 A malformed field makes that field absent; a malformed body makes a record
 whose fields are absent, which concerns nothing.
@@ -36,6 +43,29 @@ from datetime import UTC, datetime
 from typing import Any
 
 MAX_ID = 2**63 - 1
+
+GITLAB_OBJECT_KINDS = frozenset(
+    {
+        # The `object_kind` values of GitLab's project and group webhooks (GitLab 17.x).
+        "access_token",
+        "build",
+        "deployment",
+        "emoji",
+        "feature_flag",
+        "issue",
+        "merge_request",
+        "milestone",
+        "note",
+        "pipeline",
+        "push",
+        "release",
+        "tag_push",
+        "vulnerability",
+        "wiki_page",
+        "work_item",
+    }
+)
+"""What a delivery from outside may be; any other kind (the service's own) is unhandled."""
 ZERO_SHA = "0" * 40  # `before`/`after` of a push that created/deleted a branch
 HEADS_PREFIX = "refs/heads/"
 
@@ -287,6 +317,19 @@ def project_id_conflict(body: Mapping[str, Any]) -> bool:
     both) are two different ids: a body that contradicts itself, as GitLab never does."""
     nested, top_level = _id(_object(body, "project").get("id")), _id(body.get("project_id"))
     return nested is not None and top_level is not None and nested != top_level
+
+
+def malformed_project_ids(body: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    """Where the body has a project id that is no id: present, not null, and not a
+    positive JSON integer up to 2^63 - 1 (`project.id`, then `project_id`). Pure."""
+    found: list[tuple[str, ...]] = []
+    for where, value in (
+        (("project", "id"), _object(body, "project").get("id")),
+        (("project_id",), body.get("project_id")),
+    ):
+        if value is not None and _id(value) is None:
+            found.append(where)
+    return found
 
 
 def hook_project(body: Mapping[str, Any]) -> HookProject:
