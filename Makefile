@@ -5,6 +5,16 @@ BIN := $(VENV)/bin
 CONFIG ?= examples/dev-config.yml
 # The embedded PostgreSQL of `make run`: one per checkout, removed by `make clean`.
 DATA_DIR ?= $(CURDIR)/.data
+# uv installs exactly what uv.lock pins. It lives in a venv of its own, so that
+# syncing .venv to the lock never removes it.
+UV_VERSION := 0.13.8
+UV_DIR ?= $(CURDIR)/.uv
+UV := $(UV_DIR)/bin/uv
+# --locked: refuses a uv.lock that pyproject.toml no longer agrees with (`make lock`).
+SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) $(UV) sync --locked --no-python-downloads --python $(PYTHON)
+# pytest-xdist workers: the suite mostly waits (processes, PostgreSQL, timers), so
+# more workers than cores is fastest (docs/development.md has the measurements).
+TEST_WORKERS ?= 4
 
 .DEFAULT_GOAL := help
 
@@ -12,16 +22,17 @@ DATA_DIR ?= $(CURDIR)/.data
 help: ## Show this help
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-12s %s\n", $$1, $$2}'
 
-$(BIN)/workqueue-service: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e .
+$(UV):
+	$(PYTHON) -m venv $(UV_DIR)
+	$(UV_DIR)/bin/pip install --quiet uv==$(UV_VERSION)
+
+# --inexact: the service's packages as locked, leaving those of `make dev` in place.
+$(BIN)/workqueue-service: pyproject.toml uv.lock | $(UV)
+	$(SYNC) --inexact --quiet
 	@touch $@
 
-$(VENV)/.dev-installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+$(VENV)/.dev-installed: pyproject.toml uv.lock | $(UV)
+	$(SYNC) --extra dev --quiet
 	@touch $@
 
 .PHONY: install
@@ -43,8 +54,12 @@ demo: install ## Install and show a whole MR life against a simulated GitLab (DE
 	exec $(BIN)/workqueue-service demo $(DEMO_FLAGS)
 
 .PHONY: clean
-clean: ## Remove .venv and the data directory of `make run` (stop the service first)
-	rm -rf $(VENV) $(DATA_DIR)
+clean: ## Remove .venv, .uv and the data directory of `make run` (stop the service first)
+	rm -rf $(VENV) $(UV_DIR) $(DATA_DIR)
+
+.PHONY: lock
+lock: $(UV) ## Update uv.lock after a change to the dependencies in pyproject.toml
+	$(UV) lock
 
 .PHONY: lint
 lint: dev ## ruff + mypy --strict
@@ -63,9 +78,17 @@ lint-deploy: dev ## ruff, mypy --strict and yamllint on the deployment files and
 docs: dev ## Build the documentation site into build/site (strict: a broken link fails)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
+# The docs site is built (strictly) by tests/deploy/test_docs_site.py. Random order,
+# the seed in each run's header; the tests marked serial (tests/conftest.py) run alone.
 .PHONY: test
-test: lint lint-deploy docs ## Install dev dependencies, lint, build the docs, run the whole test suite
-	$(BIN)/pytest -q
+test: lint lint-deploy ## Install dev dependencies from uv.lock, lint, run the whole test suite (docs site included)
+	$(BIN)/pytest -q -p randomly -n $(TEST_WORKERS) -m "not serial"
+	$(BIN)/pytest -q -p randomly -m serial
+
+# Without uv.lock, as users install: each extra into a fresh venv with Python's bundled pip.
+.PHONY: check-installs
+check-installs: dev ## pip install of the package and of every extra, each in a fresh venv (needs the package index)
+	WORKQUEUE_INSTALL_CHECKS=1 $(BIN)/pytest -q -p no:cacheprovider -n 3 tests/install
 
 .PHONY: chaos
 chaos: dev ## Chaos suite at full size: kills, database cuts, GitLab storms, webhook abuse (~20 min on 2 cores)
