@@ -70,6 +70,7 @@ __all__ = [
     "file_content_violations",
     "find_secrets",
     "published_texts",
+    "redact_secrets",
     "text_secret_violations",
 ]
 
@@ -219,6 +220,16 @@ def _lines_matched(search: re.Pattern[str], text: str) -> Iterator[tuple[int, in
         counted_to = start
         yield start, end, number
         position = end + 1
+
+
+def redact_secrets(text: str) -> str:
+    """`text` with every match of a detector's pattern replaced by the detector's name
+    in angle brackets (`<GitLab Token>`): for the messages of other rules, which quote
+    what they refuse (a path, a branch, a URL naming another project)."""
+    for detector, searches in _SEARCHES:
+        for search in searches:
+            text = search.sub(f"<{detector.secret_type}>", text)
+    return text
 
 
 def file_content_violations(

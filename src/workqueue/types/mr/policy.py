@@ -14,6 +14,7 @@ import hashlib
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
 from workqueue.auth.projects import path_matches, scope_regexes
 from workqueue.types.mr.config import MRTypeConfig
@@ -21,6 +22,7 @@ from workqueue.types.mr.content_rules import (
     FileContent,
     file_content_violations,
     published_texts,
+    redact_secrets,
     text_secret_violations,
 )
 from workqueue.types.mr.paths import (
@@ -93,7 +95,13 @@ def check_submission(
     violations.extend(
         text_secret_violations(published_texts(submission, skip=unscanned), config.content)
     )
-    return violations
+    # Other rules quote what they refuse (a path, a branch, a URL): never a secret in it.
+    return [
+        violation
+        if violation.kind == ViolationKind.SECRET
+        else replace(violation, message=redact_secrets(violation.message))
+        for violation in violations
+    ]
 
 
 def check_file_actions(actions: Sequence[FileAction], config: MRTypeConfig) -> list[Violation]:

@@ -55,6 +55,7 @@ from enum import StrEnum
 from urllib.parse import unquote
 
 from workqueue.types.mr.config import MRTypeConfig
+from workqueue.types.mr.content_rules import redact_secrets
 from workqueue.types.mr.schemas import MRWorkItemCreate
 from workqueue.types.mr.violations import Loc, Violation, ViolationKind
 
@@ -431,6 +432,8 @@ def _extended_kind(kind: str, target: str, own: str) -> FindingKind | None:
 
 
 def _shortened(text: str) -> str:
+    # A token cut in half would no longer be recognised, so redacted first.
+    text = redact_secrets(text)
     return text if len(text) <= _QUOTE_CHARS else text[: _QUOTE_CHARS - 1] + "\u2026"
 
 
