@@ -28,7 +28,8 @@ from workqueue.types.mr.authorship import (
     stamped_content,
     stamped_item,
 )
-from workqueue.types.mr.config import MRTypeConfig
+from workqueue.types.mr.config import CI_CONFIG_PATH_ENTRY, MRTypeConfig
+from workqueue.types.mr.content_rules import ci_config_files
 from workqueue.types.mr.models import MRDimension, MRWorkItem
 from workqueue.types.mr.mr_outcomes import finish_empty
 from workqueue.types.mr.policy import target_problem
@@ -90,6 +91,7 @@ class EnsureMR:
         if refused is not None:
             # A default branch the policy could not see at submission time.
             raise PermanentError(f"target branch {target}: {refused.message}")
+        self._refuse_ci_config(item, project)
         branch, head = self._branch_state(context, item)
         if branch is _Branch.FOREIGN_RECORDED:
             # The foreign head is recorded in this step; needs_mr stays raised,
@@ -135,6 +137,23 @@ class EnsureMR:
         context.set_dimension(MRDimension.NEEDS_RECONCILE, DimensionStatus.TRUE)
         context.defer(MRDimension.NEEDS_EMPTY_CHECK, self._empty_check_interval)
         context.audit("mr_ensured", mr_iid=merge_request.iid, sha=commit.sha)
+
+    def _refuse_ci_config(self, item: MRWorkItem, project: ProjectInfo) -> None:
+        """The CI configuration file as GitLab names it now, not at submission: a retry
+        or a re-push after `ci_config_path` changed must not write it either."""
+        if CI_CONFIG_PATH_ENTRY not in self._config.path_blocklist:
+            return
+        files = ci_config_files(project.ci_config_path, project.path_with_namespace)
+        blocked = {file.casefold() for file in files}
+        for action in item.file_actions:
+            for field in ("file_path", "previous_path"):
+                path = action.get(field)
+                if isinstance(path, str) and path.casefold() in blocked:
+                    raise PermanentError(
+                        f"{path} is the project's CI configuration file (GitLab's "
+                        f"ci_config_path is {project.ci_config_path or 'unset'}), blocked by "
+                        f"the path_blocklist entry '{CI_CONFIG_PATH_ENTRY}'"
+                    )
 
     def _branch_state(
         self, context: ExecutionContext, item: MRWorkItem
