@@ -15,6 +15,11 @@ SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) $(UV) sync --locked --no-python-downloads
 # pytest-xdist workers: the suite mostly waits (processes, PostgreSQL, timers), so
 # more workers than cores is fastest (docs/development.md has the measurements).
 TEST_WORKERS ?= 4
+# The random order's seed, one for both of `make test`'s runs and shown in the commands
+# make prints (-q hides pytest's header): `make test TEST_SEED=N` repeats an order.
+ifndef TEST_SEED
+TEST_SEED := $(shell $(PYTHON) -c 'import random; print(random.randrange(10**9))')
+endif
 
 .DEFAULT_GOAL := help
 
@@ -82,8 +87,9 @@ docs: dev ## Build the documentation site into build/site (strict: a broken link
 # the seed in each run's header; the tests marked serial (tests/conftest.py) run alone.
 .PHONY: test
 test: lint lint-deploy ## Install dev dependencies from uv.lock, lint, run the whole test suite (docs site included)
-	$(BIN)/pytest -q -p randomly -n $(TEST_WORKERS) -m "not serial"
-	$(BIN)/pytest -q -p randomly -m serial
+	$(BIN)/pytest -q -p randomly --randomly-seed=$(TEST_SEED) --durations=10 \
+	  -n $(TEST_WORKERS) -m "not serial"
+	$(BIN)/pytest -q -p randomly --randomly-seed=$(TEST_SEED) --durations=10 -m serial
 
 # Without uv.lock, as users install: each extra into a fresh venv with Python's bundled pip.
 .PHONY: check-installs

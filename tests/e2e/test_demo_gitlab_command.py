@@ -6,6 +6,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 
 import gitlab
 from harness import wait_until
@@ -30,6 +31,9 @@ def test_the_quickstart_gitlab_serves_the_project_and_passes_each_mr_head():
             stderr=subprocess.STDOUT,
             text=True,
         )
+        lines: list[str] = []  # each line as it comes (extend appends one at a time)
+        reader = threading.Thread(target=lines.extend, args=(process.stdout,), daemon=True)
+        reader.start()
         try:
             url = f"http://127.0.0.1:{port}"
             client = gitlab.Gitlab(url, private_token="simulator-token")
@@ -60,12 +64,21 @@ def test_the_quickstart_gitlab_serves_the_project_and_passes_each_mr_head():
             assert hook.headers["x-gitlab-event"] == "Pipeline Hook"
             assert hook.headers["x-gitlab-token"] == "s3cret"
             assert hook.json["object_attributes"]["status"] == "success"
+            # It says so once the hook's answer is back, a moment after the hook arrived.
+            wait_until(
+                lambda: any("Pipeline Hook delivered" in line for line in lines),
+                timeout=30,
+                what="the delivery to be reported",
+            )
             process.send_signal(signal.SIGTERM)
-            output, _ = process.communicate(timeout=30)
+            process.wait(30)
         finally:
             if process.poll() is None:
                 process.kill()
-                process.communicate()
+                process.wait()
+            reader.join(30)
+            process.stdout.close()
+    output = "".join(lines)
     assert process.returncode == 0, output
     assert f"simulated GitLab on {url} with project demo/widgets" in output
     assert "passed on MR !1; Pipeline Hook delivered" in output

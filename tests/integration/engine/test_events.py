@@ -232,13 +232,15 @@ def test_many_events_with_large_bodies_are_stored_in_parts_in_order(sessions, mo
     ]
     statements = []
     real_execute = psycopg.Connection.execute
+    own: list[object] = []
 
     def counted(connection, query, *args, **kwargs):
-        statements.append(query)
+        if connection in own:  # other threads (the database pool's) share the class
+            statements.append(query)
         return real_execute(connection, query, *args, **kwargs)
 
     with sessions() as session:
-        session.connection()
+        own.append(session.connection().connection.driver_connection)
         monkeypatch.setattr(psycopg.Connection, "execute", counted)
         stored = repository.insert_pending_events(session, batch)
         monkeypatch.undo()
