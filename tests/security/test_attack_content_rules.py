@@ -401,3 +401,58 @@ def test_gitlab_failing_to_answer_stores_nothing(database_url, simulator, issuer
         assert answer.status_code == 502, answer.text
         simulator.faults.clear()
         _assert_nothing_happened(client, simulator, job, writes_before)
+
+
+@pytest.mark.parametrize("path", [".gitattributes", "src/generated/.gitattributes"])
+def test_gitattributes_is_blocked_by_default(database_url, simulator, issuer, key, projects, path):
+    """`-diff`, `binary` or `linguist-generated` would hide later changes from reviewers."""
+    del projects
+    job = ci_job(issuer, key)
+    body = submission(OWN, file_actions=[_create(path, "*.py -diff linguist-generated\n")])
+    with _client(database_url, simulator, issuer) as client:
+        writes_before = len(simulator.log.writes())
+        (error,) = _errors(client.post("/api/work-items/mr", json=body, headers=job))
+        assert (error["loc"], error["type"]) == (
+            ["body", "file_actions", 0, "file_path"],
+            "path_blocked",
+        )
+        _assert_nothing_happened(client, simulator, job, writes_before)
+
+
+def test_a_file_of_too_many_lines_like_tokens_is_refused_naming_it(
+    database_url, simulator, issuer, key, projects
+):
+    del projects
+    job = ci_job(issuer, key)
+    tokens = "".join(f"t{n} = {GITLAB_TOKEN}\n" for n in range(1001))
+    body = submission(OWN, file_actions=[_create("data/tokens.txt", tokens)])
+    with _client(database_url, simulator, issuer) as client:
+        writes_before = len(simulator.log.writes())
+        answer = client.post("/api/work-items/mr", json=body, headers=job)
+        (error,) = _errors(answer)
+        assert (error["loc"], error["type"]) == (["body", "file_actions", 0, "content"], "secret")
+        assert error["msg"].startswith(
+            "data/tokens.txt could not be scanned for secrets within the limit"
+        )
+        assert GITLAB_TOKEN not in answer.text
+        _assert_nothing_happened(client, simulator, job, writes_before)
+
+
+def test_large_ordinary_code_and_an_adversarial_fill_are_scanned_and_accepted(
+    database_url, simulator, issuer, key, projects
+):
+    del projects
+    job = ci_job(issuer, key)
+    sha = "'c70a8415f2e4a0a1b1e9a1c3d5b7e9f0a2c4e6d8'"
+    code = f"def f(x: int) -> int:\n    return x + 1  # built from {sha}\n"
+    fill = ("awskey" * 13 + "\n") * 13_000
+    body = submission(
+        OWN,
+        file_actions=[
+            _create("src/big.py", code * (1_000_000 // len(code))),
+            _create("data/fill.txt", fill),
+        ],
+    )
+    with _client(database_url, simulator, issuer) as client:
+        answer = client.post("/api/work-items/mr", json=body, headers=job)
+        assert answer.status_code == 201, answer.text

@@ -3,22 +3,30 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import random
+import re
 import string
+import sys
 
 import pytest
 
+from workqueue.types.mr import content_rules
 from workqueue.types.mr.config import ContentRulesConfig, MRTypeConfig
 from workqueue.types.mr.content_rules import (
+    MAX_CANDIDATE_CHARACTERS,
+    MAX_CANDIDATE_LINES,
     SECRET_DETECTORS,
     FileContent,
     SecretFinding,
+    SecretScan,
     _RecentFindings,
     binary_problem,
     ci_config_files,
     ci_config_violations,
     file_content_violations,
     find_secrets,
+    scan_secrets,
     text_secret_violations,
 )
 from workqueue.types.mr.policy import check_file_actions, check_submission
@@ -105,7 +113,7 @@ def test_each_kind_is_found_with_its_line(kind, token):
         # The same kind twice on a line is one finding.
         (f"{GITLAB} {GITLAB}", [SecretFinding(1, "GitLab Token")]),
         # Deep inside one long line (minified files).
-        ("x" * 300_000 + f" {GITHUB} " + "y" * 300_000, [SecretFinding(1, "GitHub Token")]),
+        ("x" * 30_000 + f" {GITHUB} " + "y" * 30_000, [SecretFinding(1, "GitHub Token")]),
         # A CR alone does not end a line for git, so neither here.
         (f"a\rb\r{GITLAB}", [SecretFinding(1, "GitLab Token")]),
     ],
@@ -148,9 +156,26 @@ def test_findings_are_what_the_library_finds_line_by_line():
         "xoxb-1-",
         "\r",
         "\t",
+        # Near misses of the two patterns searched only around their anchors.
+        "aws",
+        "key",
+        "password",
+        "x" * 20,
+        "'",
+        '"',
+        _pick(_ALNUM + "/+", 40),
+        _pick(_ALNUM, 39),
+        "aws_pass = '" + _pick(_ALNUM, 40),
+        "\u017f",  # long s: IGNORECASE's `[a-z]` matches it
+        "\u212a",  # Kelvin sign, likewise
+        _pick(_LOWER, 32),
+        _pick(_LOWER, 31),
+        "-us",
+        "-us1",
+        "1",
     ]
     generator = random.Random(7)  # noqa: S311 - reproducible fixtures
-    for _ in range(300):
+    for _ in range(3000):
         parts = [generator.choice(fragments) for _ in range(generator.randint(0, 12))]
         separators = [generator.choice(["\n", " ", "", "\r\n"]) for _ in parts]
         text = "".join(part + separator for part, separator in zip(parts, separators, strict=True))
@@ -399,10 +424,134 @@ def test_an_unset_ci_config_path_blocks_the_default_file():
 def test_recent_findings_keep_the_newest_texts():
     """The route and submit_mr check one submission each: the second read is remembered."""
     recent = _RecentFindings(size=2)
-    finding = (SecretFinding(1, "GitLab Token"),)
+    finding = SecretScan((SecretFinding(1, "GitLab Token"),), 1, complete=True)
+    nothing = SecretScan((), 0, complete=True)
     recent.put(b"a", finding)
-    recent.put(b"b", ())
+    recent.put(b"b", nothing)
     assert recent.get(b"a") == finding  # now the newest
-    recent.put(b"c", ())
+    recent.put(b"c", nothing)
     assert recent.get(b"b") is None
-    assert (recent.get(b"a"), recent.get(b"c")) == (finding, ())
+    assert (recent.get(b"a"), recent.get(b"c")) == (finding, nothing)
+
+
+def test_what_is_remembered_of_a_text_is_what_its_422_shows():
+    """Five findings and a count, not every finding of every text remembered."""
+    text = "".join(f"t{n} = {GITLAB}\n" for n in range(300))
+    scan = scan_secrets(text)
+    assert scan == SecretScan(
+        tuple(SecretFinding(line, "GitLab Token") for line in range(1, 6)), 300, complete=True
+    )
+    assert scan_secrets(text) is scan
+
+
+# --- bounds on scanning ----------------------------------------------------------------
+
+
+class _CountingPattern:
+    """A compiled pattern that counts the characters it is asked to search."""
+
+    def __init__(self, pattern: re.Pattern[str]) -> None:
+        self.pattern = pattern.pattern
+        self.flags = pattern.flags
+        self._pattern = pattern
+        self.read = 0
+
+    def search(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        self.read += min(endpos, len(text)) - pos
+        return self._pattern.search(text, pos, endpos)
+
+
+def _costly_patterns(monkeypatch: pytest.MonkeyPatch) -> list[_CountingPattern]:
+    """Counting stand-ins for AWS's second pattern and Mailchimp's, the two that try many
+    places at every character (~0.45 and ~0.25 s per MiB of a plausible fill)."""
+    counted: list[_CountingPattern] = []
+    searches = []
+    for detector, patterns in content_rules._SEARCHES:
+        replaced = []
+        for search in patterns:
+            if detector.secret_type in {"AWS Access Key", "Mailchimp Access Key"} and (
+                ".{0,20}?" in search.pattern.pattern or "-us" in search.pattern.pattern
+            ):
+                counting = _CountingPattern(search.pattern)
+                counted.append(counting)
+                replaced.append(dataclasses.replace(search, pattern=counting))
+            else:
+                replaced.append(search)
+        searches.append((detector, tuple(replaced)))
+    monkeypatch.setattr(content_rules, "_SEARCHES", tuple(searches))
+    assert len(counted) == 2
+    return counted
+
+
+ADVERSARIAL_FILLS = {
+    "awskey": "awskey" * 13,
+    "aws password, too far from its quoted 40": "awspassword" + "x" * 21 + "'" + "A" * 40 + "'",
+    "lowercase and digits": "abcdefgh12" * 20,
+    "31 lowercase before -us1": "a" * 31 + "-us1",
+}
+
+
+@pytest.mark.parametrize("line", ADVERSARIAL_FILLS.values(), ids=ADVERSARIAL_FILLS.keys())
+def test_the_costly_patterns_read_only_around_their_anchors(monkeypatch, line):
+    text = (line + "\n") * (1_048_576 // (len(line) + 1))
+    counted = _costly_patterns(monkeypatch)
+    assert find_secrets(text) == []
+    # At most one window of ~100 characters per line, never the whole MiB again.
+    for pattern in counted:
+        assert pattern.read <= 100 * text.count("\n"), pattern.pattern
+    assert sum(pattern.read for pattern in counted) < len(text)
+
+
+def test_ordinary_code_is_read_by_the_costly_patterns_only_around_quoted_hashes(monkeypatch):
+    code = "\n".join(ORDINARY_CODE[:-1]) + "\n"  # one line quotes a 40-character hash
+    text = code * (1_048_576 // len(code))
+    counted = _costly_patterns(monkeypatch)
+    assert find_secrets(text) == []
+    assert sum(pattern.read for pattern in counted) <= 100 * text.count(code)
+
+
+def _lines_like_tokens(count: int) -> str:
+    return "".join(f"t{n} = {GITLAB}\n" for n in range(count))
+
+
+def test_a_text_with_too_many_lines_like_tokens_is_refused_unscanned():
+    content = (_lines_like_tokens(MAX_CANDIDATE_LINES + 1) + "plain\n").encode()
+    assert scan_secrets(content.decode()).complete is False
+    (violation,) = file_content_violations([FileContent(3, "data/tokens.txt", content)], REFUSE)
+    assert violation.loc == ("body", "file_actions", 3, "content")
+    assert violation.message.startswith(
+        "data/tokens.txt could not be scanned for secrets within the limit "
+        f"({MAX_CANDIDATE_LINES} lines, or {MAX_CANDIDATE_CHARACTERS} characters of lines, "
+        "that look like a token); it is refused unscanned"
+    )
+    assert GITLAB not in violation.message
+
+
+def test_as_many_lines_like_tokens_as_the_limit_are_still_scanned():
+    scan = scan_secrets(_lines_like_tokens(MAX_CANDIDATE_LINES))
+    assert (scan.count, scan.complete) == (MAX_CANDIDATE_LINES, True)
+
+
+def test_a_long_line_like_a_token_is_refused_unscanned():
+    text = "x" * MAX_CANDIDATE_CHARACTERS + f" {GITHUB}"
+    (violation,) = text_secret_violations({("body", "description"): text}, REFUSE)
+    assert violation.loc == ("body", "description")
+    assert violation.message.startswith("description could not be scanned for secrets")
+
+
+@pytest.mark.parametrize(
+    ("before", "found"),
+    [
+        # The secret is the 1001st line put to a detector: the text is refused unscanned.
+        pytest.param(_lines_like_tokens(MAX_CANDIDATE_LINES), False, id="tokens"),
+        # Lines the AWS anchor finds but its pattern does not match: no detector is asked.
+        pytest.param(("'" + "A" * 40 + "'\n") * 5000, True, id="near-misses"),
+    ],
+)
+def test_a_secret_after_many_lines_like_tokens_is_never_accepted(before, found):
+    text = before + f"key = {GITHUB}\n"
+    (violation,) = text_secret_violations({("body", "description"): text}, REFUSE)
+    assert violation.kind.value == "secret"
+    line = text.count("\n")
+    assert (f"line {line}: GitHub Token" in violation.message) is found
+    assert ("could not be scanned" in violation.message) is not found

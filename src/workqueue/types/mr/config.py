@@ -33,6 +33,9 @@ DEFAULT_PATH_BLOCKLIST: tuple[str, ...] = (
     "docs/CODEOWNERS",
     # Submodule URLs: every recursive clone, CI's included, would fetch what they name.
     ".gitmodules",
+    # `-diff`, `binary`, `linguist-generated` hide files' changes from reviewers once merged.
+    ".gitattributes",
+    "**/.gitattributes",
 )
 
 # GitLab job failure reasons that say nothing about the change under test.

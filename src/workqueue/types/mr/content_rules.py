@@ -64,6 +64,7 @@ __all__ = [
     "SECRET_DETECTORS",
     "FileContent",
     "SecretFinding",
+    "SecretScan",
     "binary_problem",
     "ci_config_files",
     "ci_config_violations",
@@ -71,6 +72,7 @@ __all__ = [
     "find_secrets",
     "published_texts",
     "redact_secrets",
+    "scan_secrets",
     "text_secret_violations",
 ]
 
@@ -93,18 +95,65 @@ SECRET_DETECTORS: tuple[RegexBasedDetector, ...] = (
     TwilioKeyDetector(),
 )
 
-# Each detector with its patterns as searched through a whole text: with MULTILINE, `^`
-# and `$` still match at line ends, so no line's own match is missed (see find_secrets).
-_SEARCHES: tuple[tuple[RegexBasedDetector, tuple[re.Pattern[str], ...]], ...] = tuple(
-    (
-        detector,
-        tuple(
-            re.compile(pattern.pattern, pattern.flags | re.MULTILINE)
-            for pattern in detector.denylist
-        ),
+
+@dataclass(frozen=True, slots=True)
+class _Anchor:
+    """A cheap search for the part every match of a costly pattern holds, and how far a
+    match may reach before and after it: the pattern then runs only in that window."""
+
+    pattern: str
+    before: int
+    after: int
+
+
+# Two patterns try many places at every character of a plausible fill (~0.45 s per MiB
+# of `awskey...`, ~0.25 s of lowercase letters), where their anchor costs one step. Each
+# has no anchors or lookarounds, so searching the window decides exactly as the line.
+_ANCHORS: Mapping[str, _Anchor] = {
+    # aws .{0,20}? password .{0,20}? then the quoted 40 characters: 51 before them.
+    AWSKeyDetector.denylist[1].pattern: _Anchor(r"['\"][0-9a-zA-Z/+]{40}['\"]", 51, 0),
+    MailchimpDetector.denylist[0].pattern: _Anchor(r"-us[0-9]", 32, 1),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Search:
+    """One pattern of a detector as searched through a whole text: with MULTILINE, `^`
+    and `$` still match at line ends, so no line's own match is missed (see find_secrets).
+    None of the patterns matches across a line end (no DOTALL, no `\\s` or `\\n`)."""
+
+    pattern: re.Pattern[str]
+    anchor: re.Pattern[str] | None = None
+    before: int = 0
+    after: int = 0
+
+
+def _search(pattern: re.Pattern[str]) -> _Search:
+    # The anchor takes the pattern's flags: with IGNORECASE, `[a-z]` also matches U+017F
+    # (long s) and U+212A (Kelvin sign).
+    flags = pattern.flags | re.MULTILINE
+    anchor = _ANCHORS.get(pattern.pattern)
+    if anchor is None:
+        return _Search(re.compile(pattern.pattern, flags))
+    return _Search(
+        re.compile(pattern.pattern, flags),
+        re.compile(anchor.pattern, flags),
+        anchor.before,
+        anchor.after,
     )
+
+
+_SEARCHES: tuple[tuple[RegexBasedDetector, tuple[_Search, ...]], ...] = tuple(
+    (detector, tuple(_search(pattern) for pattern in detector.denylist))
     for detector in SECRET_DETECTORS
 )
+
+# What one text may put to the detectors: a line a pattern matches is asked of its
+# detector (~40 us for a short line, ~0.5 us per character for a long one). Ordinary code
+# has a handful of such lines; beyond either bound the text is refused, never accepted
+# unscanned. Each holds a secret but for rare near-misses, so it would be refused anyway.
+MAX_CANDIDATE_LINES = 1000
+MAX_CANDIDATE_CHARACTERS = 65_536
 
 # Findings listed per file or field; the rest are counted.
 MAX_FINDINGS_SHOWN = 5
@@ -147,8 +196,18 @@ def binary_problem(content: bytes) -> str | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class SecretScan:
+    """What a scan of one text found: the first findings in line order, how many in all,
+    and whether the whole text was read within the bounds (`MAX_CANDIDATE_*`)."""
+
+    shown: tuple[SecretFinding, ...]  # at most MAX_FINDINGS_SHOWN
+    count: int
+    complete: bool
+
+
 class _RecentFindings:
-    """The findings of the texts scanned last, by SHA-256 of the text.
+    """The scans of the texts read last, by SHA-256 of the text.
 
     The route and `submit_mr` each run the policy on the same submission: without this,
     every text would be scanned twice. A digest costs ~2 ms per MiB, a scan ~60 ms.
@@ -157,18 +216,18 @@ class _RecentFindings:
     def __init__(self, size: int) -> None:
         self._size = size
         self._lock = threading.Lock()
-        self._entries: OrderedDict[bytes, tuple[SecretFinding, ...]] = OrderedDict()
+        self._entries: OrderedDict[bytes, SecretScan] = OrderedDict()
 
-    def get(self, key: bytes) -> tuple[SecretFinding, ...] | None:
+    def get(self, key: bytes) -> SecretScan | None:
         with self._lock:
             found = self._entries.get(key)
             if found is not None:
                 self._entries.move_to_end(key)
             return found
 
-    def put(self, key: bytes, findings: tuple[SecretFinding, ...]) -> None:
+    def put(self, key: bytes, scan: SecretScan) -> None:
         with self._lock:
-            self._entries[key] = findings
+            self._entries[key] = scan
             self._entries.move_to_end(key)
             while len(self._entries) > self._size:
                 self._entries.popitem(last=False)
@@ -177,8 +236,20 @@ class _RecentFindings:
 _recent = _RecentFindings(size=64)
 
 
+def scan_secrets(text: str) -> SecretScan:
+    """`find_secrets` of `text`, as much of it as a 422 shows, remembered a while."""
+    key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+    known = _recent.get(key)
+    if known is None:
+        found, complete = _scan(text)
+        known = SecretScan(tuple(found[:MAX_FINDINGS_SHOWN]), len(found), complete)
+        _recent.put(key, known)
+    return known
+
+
 def find_secrets(text: str) -> list[SecretFinding]:
-    """Every (line, kind) of `text` on which a detector finds a secret, in line order.
+    """Every (line, kind) of `text` on which a detector finds a secret, in line order,
+    as far as the bounds let it read (see `scan_secrets` for whether it read all).
 
     A detector's verdict on a line is the library's own (`analyze_string` of that line);
     its patterns, searched through the whole text, only pick the lines worth asking about.
@@ -186,16 +257,12 @@ def find_secrets(text: str) -> list[SecretFinding]:
     the search goes on from the next line, so every line a pattern matches is asked once.
     The time taken grows with the text's length, whatever the text holds.
     """
-    key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
-    known = _recent.get(key)
-    if known is None:
-        known = tuple(_scan(text))
-        _recent.put(key, known)
-    return list(known)
+    return _scan(text)[0]
 
 
-def _scan(text: str) -> list[SecretFinding]:
+def _scan(text: str) -> tuple[list[SecretFinding], bool]:
     found: set[SecretFinding] = set()
+    lines_left, characters_left = MAX_CANDIDATE_LINES, MAX_CANDIDATE_CHARACTERS
     for detector, searches in _SEARCHES:
         asked: set[int] = set()  # starts of the lines already put to this detector
         for search in searches:
@@ -204,22 +271,48 @@ def _scan(text: str) -> list[SecretFinding]:
                     continue
                 asked.add(start)
                 line = text[start:end].removesuffix("\r")
+                lines_left -= 1
+                characters_left -= len(line)
+                if lines_left < 0 or characters_left < 0:
+                    return _in_line_order(found), False
                 if next(iter(detector.analyze_string(line)), None) is not None:
                     found.add(SecretFinding(number, detector.secret_type))
+    return _in_line_order(found), True
+
+
+def _in_line_order(found: AbstractSet[SecretFinding]) -> list[SecretFinding]:
     return sorted(found, key=lambda finding: (finding.line, finding.kind))
 
 
-def _lines_matched(search: re.Pattern[str], text: str) -> Iterator[tuple[int, int, int]]:
+def _lines_matched(search: _Search, text: str) -> Iterator[tuple[int, int, int]]:
     """(start, end, number) of each line on which `search` starts a match, in order."""
     position, counted_to, number = 0, 0, 1
-    while (match := search.search(text, position)) is not None:
-        start = text.rfind("\n", 0, match.start()) + 1
-        end = text.find("\n", match.start())
+    while (match_start := _next_match(search, text, position)) is not None:
+        start = text.rfind("\n", 0, match_start) + 1
+        end = text.find("\n", match_start)
         end = len(text) if end == -1 else end
         number += text.count("\n", counted_to, start)
         counted_to = start
         yield start, end, number
         position = end + 1
+
+
+def _next_match(search: _Search, text: str, position: int) -> int | None:
+    """Where the next match of `search` from `position` starts (or its anchor, which is
+    on the same line), or None."""
+    if search.anchor is None:
+        match = search.pattern.search(text, position)
+        return None if match is None else match.start()
+    while (hit := search.anchor.search(text, position)) is not None:
+        # Bounded finds: a text-wide one per hit would be quadratic in a long line.
+        low = max(0, hit.start() - search.before)
+        low = text.rfind("\n", low, hit.start()) + 1 or low
+        high = text.find("\n", hit.end(), hit.end() + search.after)
+        high = min(len(text), hit.end() + search.after) if high == -1 else high
+        if search.pattern.search(text, low, high) is not None:
+            return hit.start()
+        position = hit.start() + 1
+    return None
 
 
 def redact_secrets(text: str) -> str:
@@ -228,7 +321,7 @@ def redact_secrets(text: str) -> str:
     what they refuse (a path, a branch, a URL naming another project)."""
     for detector, searches in _SEARCHES:
         for search in searches:
-            text = search.sub(f"<{detector.secret_type}>", text)
+            text = search.pattern.sub(f"<{detector.secret_type}>", text)
     return text
 
 
@@ -257,7 +350,7 @@ def file_content_violations(
         if rules.secrets == "refuse":
             # Tokens are ASCII: in a binary file they are found among the replacements.
             text = file.content.decode("utf-8", "replace")
-            violation = _secrets_violation(loc, file.path, find_secrets(text))
+            violation = _secrets_violation(loc, file.path, scan_secrets(text))
             if violation is not None:
                 violations.append(violation)
     return violations
@@ -295,7 +388,7 @@ def text_secret_violations(texts: Mapping[Loc, str], rules: ContentRulesConfig) 
         return []
     violations: list[Violation] = []
     for loc, text in texts.items():
-        violation = _secrets_violation(loc, _field_name(loc), find_secrets(text))
+        violation = _secrets_violation(loc, _field_name(loc), scan_secrets(text))
         if violation is not None:
             violations.append(violation)
     return violations
@@ -309,13 +402,20 @@ def _field_name(loc: Loc) -> str:
     return name
 
 
-def _secrets_violation(loc: Loc, where: str, findings: Sequence[SecretFinding]) -> Violation | None:
-    if not findings:
+def _secrets_violation(loc: Loc, where: str, scan: SecretScan) -> Violation | None:
+    if not scan.complete:
+        return Violation(
+            loc,
+            f"{where} could not be scanned for secrets within the limit "
+            f"({MAX_CANDIDATE_LINES} lines, or {MAX_CANDIDATE_CHARACTERS} characters of lines, "
+            f"that look like a token); it is refused unscanned ({_SETTING}): split it, or "
+            "remove what looks like tokens",
+            ViolationKind.SECRET,
+        )
+    if not scan.shown:
         return None
-    shown = "; ".join(
-        f"line {finding.line}: {finding.kind}" for finding in findings[:MAX_FINDINGS_SHOWN]
-    )
-    more = len(findings) - MAX_FINDINGS_SHOWN
+    shown = "; ".join(f"line {finding.line}: {finding.kind}" for finding in scan.shown)
+    more = scan.count - len(scan.shown)
     and_more = f" (and {more} more)" if more > 0 else ""
     return Violation(
         loc,
