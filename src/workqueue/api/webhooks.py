@@ -148,8 +148,12 @@ router = APIRouter(tags=["webhooks"])
             },
         ),
         422: {
+            # FastAPI's own validation-error schema, which the other routes' 422s use.
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/HTTPValidationError"}}
+            },
             "description": "A project id is no JSON integer, or the body's project id and "
-            "path name different projects; nothing was stored"
+            "path name different projects; nothing was stored",
         },
     },
 )

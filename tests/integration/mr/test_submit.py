@@ -31,6 +31,8 @@ def live_items(limit: int) -> HoldingLimits:
         max_live_items_per_project=ROOMY,
         max_stored_bytes_per_caller=ROOMY,
     )
+
+
 ISSUER = "https://issuer.example.com"
 
 

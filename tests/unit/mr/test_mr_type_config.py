@@ -12,7 +12,7 @@ API_MD_SECTION = """
 gitlab_url: https://gitlab.com
 path_blocklist:
   [".gitlab-ci.yml", "{ci_config_path}", ".gitlab/**", "CODEOWNERS", ".gitlab/CODEOWNERS",
-   "docs/CODEOWNERS", ".gitmodules"]
+   "docs/CODEOWNERS", ".gitmodules", ".gitattributes", "**/.gitattributes"]
 content:
   binary: refuse
   binary_paths: []
@@ -45,6 +45,8 @@ def test_default_values():
         ".gitlab/CODEOWNERS",
         "docs/CODEOWNERS",
         ".gitmodules",
+        ".gitattributes",
+        "**/.gitattributes",
     ]
     assert (config.content.binary, config.content.binary_paths) == ("refuse", [])
     assert config.content.secrets == "refuse"
