@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from workqueue.attention import models as attention_models
-from workqueue.queue import intake_models, outbox_models
+from workqueue.queue import intake_models, outbox_models, submission_key_models
 from workqueue.queue.models import Base
 from workqueue.types.mr import models as mr_models
 from workqueue.types.trunk import models as trunk_models
@@ -17,7 +17,11 @@ from workqueue.types.trunk import models as trunk_models
 # Importing a type's models module maps its detail table onto Base.metadata.
 DETAIL_MODELS = (mr_models.MRWorkItem, trunk_models.TrunkWorkItem, trunk_models.TrunkQueue)
 # Generic tables kept outside queue/models.py, mapped by importing them.
-GENERIC_MODELS = (outbox_models.OutboxDelivery, intake_models.IncomingDelivery)
+GENERIC_MODELS = (
+    outbox_models.OutboxDelivery,
+    intake_models.IncomingDelivery,
+    submission_key_models.SubmissionKey,
+)
 
 # Attention queues (a package beside types/), mapped by importing its models.
 ATTENTION_MODELS = (attention_models.AttentionQueue, attention_models.AttentionMembership)

@@ -73,6 +73,11 @@ class MRWorkItem(WorkItem):
     # Why reconcile_mr does not merge now: {"code", "message", "since"}; None
     # when nothing blocks, before the MR exists, and once it is merged.
     merge_blocker: Mapped[dict[str, str] | None] = mapped_column(JSONB)
+    # Digests of the title, draft flag, description and labels the service last
+    # set on the MR (`types.mr.mr_metadata.SetMetadata`): an update changes only
+    # what GitLab still shows as the service set it. None before the MR exists,
+    # and for MRs opened before migration 0017.
+    mr_metadata_set: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     # `work_items.created_at`, copied by a trigger on insert (migration 0014),
     # so project and package lists walk one index newest first. Unmapped: a
     # list key, not a detail of the item.
