@@ -31,6 +31,7 @@ from workqueue.types.mr.authorship import (
 from workqueue.types.mr.config import CI_CONFIG_PATH_ENTRY, MRTypeConfig
 from workqueue.types.mr.content_rules import ci_config_files
 from workqueue.types.mr.models import MRDimension, MRWorkItem
+from workqueue.types.mr.mr_metadata import MRMetadata, SetMetadata, plan_update
 from workqueue.types.mr.mr_outcomes import finish_empty
 from workqueue.types.mr.policy import target_problem
 
@@ -119,7 +120,7 @@ class EnsureMR:
             return
 
         if branch_mrs.own:
-            merge_request = self._sync_metadata(item, branch_mrs.own[0])
+            merge_request = self._sync_metadata(context, item, branch_mrs.own[0])
         else:
             merge_request = gitlab.create_merge_request(
                 item.project,
@@ -130,6 +131,8 @@ class EnsureMR:
                 labels=list(item.labels),
                 remove_source_branch=True,
             )
+            remembered = SetMetadata.of(_metadata(merge_request), item.labels)
+            item.mr_metadata_set = remembered.stored()
         item.mr_iid = merge_request.iid
         item.mr_url = merge_request.web_url
         item.detailed_merge_status = merge_request.detailed_merge_status
@@ -255,21 +258,32 @@ class EnsureMR:
             )
         return branch_mrs
 
-    def _sync_metadata(self, item: MRWorkItem, merge_request: MergeRequestInfo) -> MergeRequestInfo:
-        wanted = {
-            "title": item.title,
-            "description": item.description or "",
-            "labels": sorted(item.labels),
-        }
-        current = {
-            "title": merge_request.title,
-            "description": merge_request.description,
-            "labels": sorted(merge_request.labels),
-        }
-        changed = {key: value for key, value in wanted.items() if current[key] != value}
-        if not changed:
-            return merge_request
-        return self._gitlab.update_merge_request(item.project, merge_request.iid, **changed)
+    def _sync_metadata(
+        self, context: ExecutionContext, item: MRWorkItem, merge_request: MergeRequestInfo
+    ) -> MergeRequestInfo:
+        """Bring the MR's title, description and labels to the submission's where no
+        person changed what the service set (`mr_metadata`); each edit kept is audited."""
+        before = SetMetadata.from_stored(item.mr_metadata_set)
+        wanted = MRMetadata(item.title, item.description or "", tuple(item.labels))
+        plan = plan_update(before, _metadata(merge_request), wanted)
+        for kept in plan.kept:
+            details: dict[str, object] = {"mr_iid": merge_request.iid, "field": kept.field}
+            if kept.field == "labels":
+                details["added_by_people"] = list(kept.added_by_people)
+                details["removed_by_people"] = list(kept.removed_by_people)
+            context.audit("metadata_kept", kept.message, **details)
+        if plan.changes:
+            merge_request = self._gitlab.update_merge_request(
+                item.project, merge_request.iid, **plan.changes
+            )
+        item.mr_metadata_set = plan.remembered(
+            before, _metadata(merge_request), item.labels
+        ).stored()
+        return merge_request
+
+
+def _metadata(merge_request: MergeRequestInfo) -> MRMetadata:
+    return MRMetadata(merge_request.title, merge_request.description, merge_request.labels)
 
 
 def _checked_target(item: MRWorkItem, project: ProjectInfo) -> str:
