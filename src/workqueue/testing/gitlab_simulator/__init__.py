@@ -8,11 +8,13 @@
         assert sim.request_count("POST", "/projects/:id/repository/commits") == 3
 
 See `simulator.GitLabSimulator` for the helpers (pushes, pipelines, approvals,
-webhooks) and `faults.FaultInjector.inject` for the fault options.
+webhooks), `faults.FaultInjector.inject` for the fault options, `hook_delivery`
+for webhooks GitLab loses or disables, and `versions` for `gitlab_version`.
 """
 
 from workqueue.testing.gitlab_simulator.ci import JobSpec
 from workqueue.testing.gitlab_simulator.faults import FaultRule, RequestRecord
+from workqueue.testing.gitlab_simulator.hook_delivery import HookDelivery, HookLoss, ProjectHook
 from workqueue.testing.gitlab_simulator.repository import ZERO_SHA, Commit
 from workqueue.testing.gitlab_simulator.simulator import GitLabSimulator, MergeRequestHead
 from workqueue.testing.gitlab_simulator.state import User
@@ -22,8 +24,11 @@ __all__ = [
     "Commit",
     "FaultRule",
     "GitLabSimulator",
+    "HookDelivery",
+    "HookLoss",
     "JobSpec",
     "MergeRequestHead",
+    "ProjectHook",
     "RequestRecord",
     "User",
 ]

@@ -17,7 +17,11 @@ from workqueue.testing.gitlab_simulator.ci import (
     pipeline_times,
 )
 from workqueue.testing.gitlab_simulator.diffs import FileDiff, diff_trees
-from workqueue.testing.gitlab_simulator.mergeability import detailed_merge_status, merge_status
+from workqueue.testing.gitlab_simulator.mergeability import (
+    blocking_discussions_resolved,
+    detailed_merge_status,
+    merge_status,
+)
 from workqueue.testing.gitlab_simulator.repository import Commit
 from workqueue.testing.gitlab_simulator.state import (
     Job,
@@ -28,6 +32,7 @@ from workqueue.testing.gitlab_simulator.state import (
     SimulatorState,
     User,
 )
+from workqueue.testing.gitlab_simulator.versions import has_detailed_merge_status
 
 
 def api_time(value: datetime | None) -> str | None:
@@ -332,7 +337,7 @@ def _users(state: SimulatorState, ids: list[int]) -> list[dict[str, Any]]:
 def mr_basic(state: SimulatorState, project: Project, mr: MergeRequest) -> dict[str, Any]:
     status = merge_status(project, mr)
     assignees = _users(state, mr.assignee_ids)
-    return {
+    body = {
         "id": mr.id,
         "iid": mr.iid,
         "project_id": mr.project_id,
@@ -389,9 +394,12 @@ def mr_basic(state: SimulatorState, project: Project, mr: MergeRequest) -> dict[
         "squash_on_merge": mr.squash,
         "task_completion_status": {"count": 0, "completed_count": 0},
         "has_conflicts": status == "cannot_be_merged",
-        "blocking_discussions_resolved": True,
+        "blocking_discussions_resolved": blocking_discussions_resolved(project, mr),
         "approvals_before_merge": None,
     }
+    if not has_detailed_merge_status(state.gitlab_version):
+        del body["detailed_merge_status"]  # added in GitLab 15.6 (`versions`)
+    return body
 
 
 def mr_entity(state: SimulatorState, project: Project, mr: MergeRequest) -> dict[str, Any]:

@@ -84,6 +84,7 @@ class WebhookHelpers(SimulatorBase):
         """POST a payload with GitLab's headers (`X-Gitlab-Event` from its `object_kind`)."""
         with self._locked() as state:
             instance_url = state.web_url
+            version = state.gitlab_version_text
             if self._webhook_client is None:
                 self._webhook_client = httpx.Client()
             client = self._webhook_client
@@ -96,4 +97,5 @@ class WebhookHelpers(SimulatorBase):
             event_uuid=event_uuid,
             idempotency_key=idempotency_key,
             timeout=timeout,
+            gitlab_version=version,
         )

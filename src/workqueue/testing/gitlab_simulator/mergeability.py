@@ -125,6 +125,14 @@ def merge_status(project: Project, mr: MergeRequest) -> str:
     return "can_be_merged"
 
 
+def blocking_discussions_resolved(project: Project, mr: MergeRequest) -> bool:
+    """`mergeable_discussions_state?`: false only while the project requires resolved
+    threads and some are not (what pre-15.6 answers give instead of a status)."""
+    return not (
+        project.only_allow_merge_if_all_discussions_are_resolved and mr.unresolved_discussions
+    )
+
+
 def default_merge_message(project: Project, mr: MergeRequest) -> str:
     return (
         f"Merge branch '{mr.source_branch}' into '{mr.target_branch}'\n\n{mr.title}\n\n"

@@ -21,8 +21,8 @@ from workqueue.testing.gitlab_simulator.faults import FaultInjector, FaultRule, 
 from workqueue.testing.gitlab_simulator.handlers_notes import approve, unapprove
 from workqueue.testing.gitlab_simulator.helpers_base import ProjectRef
 from workqueue.testing.gitlab_simulator.helpers_ci import CiHelpers
+from workqueue.testing.gitlab_simulator.helpers_hook_delivery import HookDeliveryHelpers
 from workqueue.testing.gitlab_simulator.helpers_mergeability import MergeabilityHelpers
-from workqueue.testing.gitlab_simulator.helpers_webhooks import WebhookHelpers
 from workqueue.testing.gitlab_simulator.mergeability import (
     conflicting_paths,
     perform_merge,
@@ -35,6 +35,7 @@ from workqueue.testing.gitlab_simulator.state import (
     SimulatorState,
     User,
 )
+from workqueue.testing.gitlab_simulator.versions import DEFAULT_GITLAB_VERSION
 
 MERGE_METHODS = ("merge", "rebase_merge", "ff")
 
@@ -49,13 +50,25 @@ def _as_bytes(content: str | bytes) -> bytes:
     return content.encode("utf-8") if isinstance(content, str) else content
 
 
-class GitLabSimulator(CiHelpers, MergeabilityHelpers, WebhookHelpers):
+class GitLabSimulator(CiHelpers, MergeabilityHelpers, HookDeliveryHelpers):
     """A simulated GitLab (REST v4 subset) for tests, benchmarks and demos.
 
     `token` authenticates as the bot user (`bot_username`); a second user, `ada`,
     plays the human reviewer in helpers. `checking_reads` makes each MR report
     `checking` for that many API reads after a change, like GitLab's asynchronous
     mergeability check (0: statuses are computed at once).
+
+    `gitlab_version` (default `versions.DEFAULT_GITLAB_VERSION`, "17.6") picks the
+    shapes that differ between real releases, as `versions` lists them: before
+    15.6 MR answers and hooks carry no `detailed_merge_status` (judge them from
+    `merge_status`, `draft`, `blocking_discussions_resolved`, `has_conflicts`);
+    before 16.0 Job Hooks carry no `project` object, only `project_id`. Hooks
+    are sent with `User-Agent: GitLab/<version>`.
+
+    Webhooks: `send_webhook` POSTs a body a test built; `add_project_hook` and
+    `emit` deliver as GitLab does, through losses (`lose_hooks`) and disabled
+    hooks (`disable_project_hooks`, and GitLab's own auto-disabling after four
+    failures), see `hook_delivery`.
     """
 
     def __init__(
@@ -67,9 +80,10 @@ class GitLabSimulator(CiHelpers, MergeabilityHelpers, WebhookHelpers):
         host: str = "127.0.0.1",
         port: int = 0,
         checking_reads: int = 0,
+        gitlab_version: str = DEFAULT_GITLAB_VERSION,
     ) -> None:
         self.token = token
-        self.state = SimulatorState(checking_reads=checking_reads)
+        self.state = SimulatorState(checking_reads=checking_reads, gitlab_version=gitlab_version)
         with self.state.lock:
             self.bot = self.state.add_user(bot_username)
             self.state.tokens[token] = self.bot

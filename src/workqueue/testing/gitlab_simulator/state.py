@@ -16,7 +16,9 @@ import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from workqueue.testing.gitlab_simulator.hook_delivery import HookDeliveries
 from workqueue.testing.gitlab_simulator.repository import Repository, Signature
+from workqueue.testing.gitlab_simulator.versions import DEFAULT_GITLAB_VERSION, parse_version
 
 # GitLab's `Gitlab::Regex.merge_request_draft`: "Draft:", "[Draft]" or "(Draft)" at the start.
 _DRAFT = re.compile(r"^\s*(\[draft\]|\(draft\)|draft:)", re.IGNORECASE)
@@ -180,10 +182,19 @@ class Project:
 class SimulatorState:
     """Everything the simulated GitLab knows; hold `lock` while reading or changing it."""
 
-    def __init__(self, web_url: str = "http://gitlab.invalid", checking_reads: int = 0) -> None:
+    def __init__(
+        self,
+        web_url: str = "http://gitlab.invalid",
+        checking_reads: int = 0,
+        gitlab_version: str = DEFAULT_GITLAB_VERSION,
+    ) -> None:
         self.lock = threading.RLock()
         self.web_url = web_url.rstrip("/")
         self.checking_reads = checking_reads
+        # The GitLab release whose shapes are served (`versions`), as given and parsed.
+        self.gitlab_version_text = gitlab_version
+        self.gitlab_version = parse_version(gitlab_version)
+        self.hook_deliveries = HookDeliveries()  # project hooks, losses (`hook_delivery`)
         self.users: dict[str, User] = {}
         self.tokens: dict[str, User] = {}
         # Optional names of tokens, recorded as `RequestRecord.caller` (never the token).

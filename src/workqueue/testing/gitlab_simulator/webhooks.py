@@ -1,9 +1,13 @@
 """Webhook payloads built from the simulator state, and their delivery.
 
-Shapes follow GitLab's data builders (and the fixtures in shared/gitlab/hook_*.json),
-including their mixed timestamp styles: merge request hooks use ISO `...Z`, note,
-pipeline and job hooks use `2025-03-01 10:00:00 UTC`, commit timestamps carry an
-offset. User emails are `[REDACTED]` as GitLab sends them.
+Shapes follow GitLab's data builders and the bodies captured from real GitLab
+instances, including their timestamp styles: merge request, note, pipeline and
+job hooks write `2025-03-01 10:00:00 UTC` (labels too), Job Hooks add
+`build_*_at_iso` as `2025-03-01T10:00:00Z`, commit timestamps carry an offset.
+User emails are `[REDACTED]` as GitLab sends them. What differs by GitLab
+version (`versions`) follows `state.gitlab_version`: no `detailed_merge_status`
+before 15.6, Job Hooks without `project` before 16.0. An internal note's hook
+is a `Confidential Note Hook` (`event_type: confidential_note`).
 """
 
 from __future__ import annotations
@@ -24,7 +28,11 @@ from workqueue.testing.gitlab_simulator.ci import (
     pipeline_times,
 )
 from workqueue.testing.gitlab_simulator.diffs import diff_trees
-from workqueue.testing.gitlab_simulator.mergeability import detailed_merge_status, merge_status
+from workqueue.testing.gitlab_simulator.mergeability import (
+    blocking_discussions_resolved,
+    detailed_merge_status,
+    merge_status,
+)
 from workqueue.testing.gitlab_simulator.repository import ZERO_SHA, Commit
 from workqueue.testing.gitlab_simulator.state import (
     Job,
@@ -35,6 +43,12 @@ from workqueue.testing.gitlab_simulator.state import (
     SimulatorState,
     User,
 )
+from workqueue.testing.gitlab_simulator.versions import (
+    DEFAULT_GITLAB_VERSION,
+    full_version,
+    has_detailed_merge_status,
+    job_hook_has_project,
+)
 
 EVENT_HEADERS = {
     "push": "Push Hook",
@@ -44,7 +58,11 @@ EVENT_HEADERS = {
     "pipeline": "Pipeline Hook",
     "build": "Job Hook",
 }
-GITLAB_VERSION = "17.11.0"
+# `event_type` values whose hooks GitLab sends under their own header.
+CONFIDENTIAL_EVENT_HEADERS = {
+    "confidential_note": "Confidential Note Hook",
+    "confidential_issue": "Confidential Issue Hook",
+}
 _STATE_IDS = {"opened": 1, "closed": 2, "merged": 3, "locked": 4}
 _RUNNER = {
     "id": 12,
@@ -134,11 +152,14 @@ def hook_commit(state: SimulatorState, project: Project, commit: Commit) -> dict
     }
 
 
-def mr_attributes(
-    state: SimulatorState, project: Project, mr: MergeRequest, *, utc_times: bool = False
-) -> dict[str, Any]:
+def event_header(payload: dict[str, Any]) -> str:
+    """The `X-Gitlab-Event` GitLab sends a payload under."""
+    confidential = CONFIDENTIAL_EVENT_HEADERS.get(str(payload.get("event_type")))
+    return confidential or EVENT_HEADERS[str(payload["object_kind"])]
+
+
+def mr_attributes(state: SimulatorState, project: Project, mr: MergeRequest) -> dict[str, Any]:
     """The MR's `hook_attrs`, shared by merge request and note hooks."""
-    stamp = hook_utc if utc_times else hook_iso
     web_url = f"{state.web_url}/{project.path_with_namespace}"
     side = {
         "name": project.name,
@@ -150,7 +171,7 @@ def mr_attributes(
     }
     pipeline = head_pipeline(state, project, mr)
     commit = project.repository.commits.get(mr.sha)
-    return {
+    attributes = {
         "id": mr.id,
         "iid": mr.iid,
         "title": mr.title,
@@ -168,7 +189,7 @@ def mr_attributes(
         "draft": mr.draft,
         "work_in_progress": mr.draft,
         "first_contribution": False,
-        "blocking_discussions_resolved": True,
+        "blocking_discussions_resolved": blocking_discussions_resolved(project, mr),
         "merge_status": merge_status(project, mr),
         "detailed_merge_status": detailed_merge_status(state, project, mr),
         "head_pipeline_id": pipeline.id if pipeline is not None else None,
@@ -180,12 +201,12 @@ def mr_attributes(
         "merge_user_id": mr.merge_user.id if mr.merge_user is not None else None,
         "merge_when_pipeline_succeeds": mr.merge_when_pipeline_succeeds,
         "milestone_id": None,
-        "created_at": stamp(mr.created_at),
-        "updated_at": stamp(mr.updated_at),
+        "created_at": hook_utc(mr.created_at),
+        "updated_at": hook_utc(mr.updated_at),
         "last_edited_at": None,
         "last_edited_by_id": None,
         "updated_by_id": None,
-        "prepared_at": stamp(mr.prepared_at),
+        "prepared_at": hook_utc(mr.prepared_at),
         "time_estimate": 0,
         "total_time_spent": 0,
         "time_change": 0,
@@ -198,6 +219,9 @@ def mr_attributes(
         "last_commit": hook_commit(state, project, commit) if commit is not None else None,
         "labels": [_label(project, name) for name in sorted(mr.labels)],
     }
+    if not has_detailed_merge_status(state.gitlab_version):
+        del attributes["detailed_merge_status"]
+    return attributes
 
 
 def _label(project: Project, title: str) -> dict[str, Any]:
@@ -206,8 +230,8 @@ def _label(project: Project, title: str) -> dict[str, Any]:
         "title": title,
         "color": "#6699cc",
         "project_id": project.id,
-        "created_at": None,
-        "updated_at": None,
+        "created_at": hook_utc(project.created_at),
+        "updated_at": hook_utc(project.created_at),
         "template": False,
         "description": None,
         "type": "ProjectLabel",
@@ -295,6 +319,8 @@ def pipeline_hook(state: SimulatorState, pipeline: Pipeline) -> dict[str, Any]:
             "detailed_merge_status": detailed_merge_status(state, project, mr),
             "url": f"{web_url}/-/merge_requests/{mr.iid}",
         }
+        if not has_detailed_merge_status(state.gitlab_version):
+            del merge_request["detailed_merge_status"]
     duration = _duration(started, finished)
     return {
         "object_kind": "pipeline",
@@ -338,7 +364,7 @@ def job_hook(state: SimulatorState, job: Job) -> dict[str, Any]:
     retries = sum(
         1 for other in all_jobs(state, pipeline) if other.name == job.name and other.id < job.id
     )
-    return {
+    body: dict[str, Any] = {
         "object_kind": "build",
         "ref": pipeline.ref,
         "tag": False,
@@ -384,6 +410,15 @@ def job_hook(state: SimulatorState, job: Job) -> dict[str, Any]:
         "project": hook_project(state, project, legacy=False),
         "environment": None,
     }
+    if not job_hook_has_project(state.gitlab_version):
+        # Before 16.0 a Job Hook names its project only by `project_id` (and the
+        # display name `project_name`), and has no `*_iso` times.
+        del body["project"]
+        for key in [key for key in body if key.endswith("_iso")]:
+            del body[key]
+        for key in [key for key in body["commit"] if key.endswith("_iso")]:
+            del body["commit"][key]
+    return body
 
 
 def note_hook(
@@ -415,7 +450,7 @@ def note_hook(
             "action": "create",
             "url": f"{web_url}/-/merge_requests/{mr.iid}#note_{note.id}",
         },
-        "merge_request": mr_attributes(state, project, mr, utc_times=True),
+        "merge_request": mr_attributes(state, project, mr),
     }
 
 
@@ -476,12 +511,13 @@ def deliver(
     event_uuid: str | None = None,
     idempotency_key: str | None = None,
     timeout: float = 5.0,
+    gitlab_version: str = DEFAULT_GITLAB_VERSION,
 ) -> httpx.Response:
     """POST one hook the way GitLab's `WebHookService` does (headers included)."""
-    event = EVENT_HEADERS[str(payload["object_kind"])]
+    event = event_header(payload)
     headers = {
         "Content-Type": "application/json",
-        "User-Agent": f"GitLab/{GITLAB_VERSION}",
+        "User-Agent": f"GitLab/{full_version(gitlab_version)}",
         "X-Gitlab-Event": event,
         "X-Gitlab-Instance": instance_url,
         "X-Gitlab-Webhook-UUID": str(uuid.uuid4()),
