@@ -54,6 +54,7 @@ def test_create_and_get(sim, client, project_id, calls):
         merge_commit_sha=None,
         merge_error=None,
         closed_by_id=None,
+        merge_status=created.merge_status,
     )
     assert sim.merge_request(project_id, 1)["force_remove_source_branch"] is True
     fetched = client.merge_request(PROJECT, 1)

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 from sqlalchemy.engine import Engine
@@ -94,7 +94,8 @@ class ServiceMetrics(EngineObserver):
         self.registry.register(CachedCollector(_ItemsByPhase(engine), cache_seconds))
 
     def watch_types(self, types: TypeRegistry) -> None:
-        """Export each item type's own gauges (e.g. the CI retry circuit breaker)."""
+        """Export each item type's own gauges (e.g. the CI retry circuit breaker) and
+        counters (e.g. the MR drift checks)."""
         self.registry.register(_TypeGauges(types))
 
     # EngineObserver
@@ -139,6 +140,17 @@ class _TypeGauges(Collector):
                     logger.exception("metrics: gauge %s failed", name)
                     continue
                 yield family
+            for name, counter in registration.counters.items():
+                counted = CounterMetricFamily(
+                    f"workqueue_{name}", counter.help, labels=["item_type", *counter.labels]
+                )
+                try:
+                    for values, count in counter.read().items():
+                        counted.add_metric([registration.item_type, *values], count)
+                except Exception:  # a broken counter must not break the scrape either
+                    logger.exception("metrics: counter %s failed", name)
+                    continue
+                yield counted
 
 
 class _ItemsByPhase(Collector):

@@ -105,6 +105,10 @@ class MergeRequestInfo:
     merge_commit_sha: str | None
     merge_error: str | None
     closed_by_id: int | None  # who closed it; None while open, or for a merged MR
+    # What answers from before GitLab 15.6 (no `detailed_merge_status`) are judged by.
+    merge_status: str | None = None  # deprecated: unchecked, checking, can_be_merged, ...
+    has_conflicts: bool = False
+    blocking_discussions_resolved: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,6 +299,9 @@ def parse_merge_request(data: Any) -> MergeRequestInfo:
         merge_commit_sha=fields.opt_text("merge_commit_sha"),
         merge_error=fields.opt_text("merge_error"),
         closed_by_id=closed_by.integer("id") if closed_by else None,
+        merge_status=fields.opt_text("merge_status"),
+        has_conflicts=fields.flag("has_conflicts"),
+        blocking_discussions_resolved=fields.flag("blocking_discussions_resolved", default=True),
     )
 
 

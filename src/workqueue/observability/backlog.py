@@ -13,6 +13,11 @@ Deliveries wait before that, in the intake (`incoming_deliveries`): a
 webhook is answered once stored, and turned into item events behind the
 answer. `WaitingDeliveries` shows that queue: its length and its oldest
 delivery's age stay near zero unless resolution falls behind or stops.
+
+`LastDelivery` shows when GitLab last reached the service at all: a webhook
+secret rotated on one side only, or GitLab disabling a hook that kept failing,
+stops deliveries without any error on this side (drift checks keep items
+moving meanwhile, but slowly).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ logger = logging.getLogger(__name__)
 METRIC = "workqueue_oldest_due_item_age_seconds"
 WAITING_METRIC = "workqueue_incoming_deliveries_waiting"
 WAITING_AGE_METRIC = "workqueue_oldest_incoming_delivery_age_seconds"
+LAST_RECEIVED_METRIC = "workqueue_webhook_last_received_timestamp_seconds"
 
 
 class OldestDueItem(Collector):
@@ -84,3 +90,27 @@ class WaitingDeliveries(Collector):
         )
         oldest.add_metric([], age)
         yield oldest
+
+
+class LastDelivery(Collector):
+    """`workqueue_webhook_last_received_timestamp_seconds`: when the newest delivery (a
+    webhook or an SQS message) any replica accepted arrived; absent while none is kept."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            with self._engine.connect() as connection:
+                newest = metrics_repository.newest_delivery_epoch(connection)
+        except SQLAlchemyError as error:
+            logger.warning("metrics: cannot read the newest delivery: %s", error)
+            return
+        if newest is None:
+            return
+        family = GaugeMetricFamily(
+            LAST_RECEIVED_METRIC,
+            "Unix time the newest accepted GitLab delivery (webhook or SQS) was received",
+        )
+        family.add_metric([], newest)
+        yield family

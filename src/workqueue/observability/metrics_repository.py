@@ -48,6 +48,20 @@ _WAITING_DELIVERIES_SQL = sa.text(
 )
 
 
+# The newest accepted delivery, webhook or SQS (the receivers' de-duplication table,
+# read backwards through ix_received_deliveries_received_at: one index entry).
+_NEWEST_DELIVERY_SQL = sa.text(
+    "SELECT extract(epoch FROM max(received_at))::float FROM received_deliveries"
+)
+
+
+def newest_delivery_epoch(connection: Connection) -> float | None:
+    """When the newest delivery any replica accepted was received (Unix time); None when
+    none is kept (none yet, or the retention sweep pruned them all)."""
+    found = connection.execute(_NEWEST_DELIVERY_SQL).scalar_one()
+    return None if found is None else float(found)
+
+
 def waiting_deliveries(connection: Connection) -> tuple[int, float]:
     """(deliveries stored and not yet resolved, seconds the oldest of them has waited)."""
     count, age = connection.execute(_WAITING_DELIVERIES_SQL).one()

@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 from sqlalchemy.engine import Engine
 
-from workqueue.observability.backlog import OldestDueItem, WaitingDeliveries
+from workqueue.observability.backlog import LastDelivery, OldestDueItem, WaitingDeliveries
 from workqueue.observability.cached import CachedCollector
 from workqueue.observability.composite import combine
 from workqueue.observability.error_reports import ErrorReports
@@ -74,6 +74,7 @@ class Observability:
             CachedCollector(OldestDueItem(engine, lambda: types.item_types), cache_seconds)
         )
         registry.register(CachedCollector(WaitingDeliveries(engine), cache_seconds))
+        registry.register(CachedCollector(LastDelivery(engine), cache_seconds))
         app.add_middleware(HTTPMetrics, registry=registry, fastapi=app)
         if self.tracing is not None:
             self.tracing.instrument(app)

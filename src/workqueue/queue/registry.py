@@ -6,7 +6,7 @@ import side effects; registering anything twice is an error.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -30,6 +30,16 @@ from workqueue.queue.models import WorkItem
 _Value = TypeVar("_Value")
 
 
+@dataclass(frozen=True)
+class TypeCounter:
+    """A type's own counter for monitoring: `read` gives the count per label values
+    (in the order of `labels`), read at scrape time; counts only ever grow."""
+
+    help: str
+    read: Callable[[], Mapping[tuple[str, ...], float]]
+    labels: tuple[str, ...] = ()
+
+
 @dataclass
 class ItemTypeRegistration:
     """Everything the engine needs to process items of one type."""
@@ -49,6 +59,7 @@ class ItemTypeRegistration:
     content_dropper: ContentDropper | None = None
     # Type-specific numbers for monitoring, read at scrape time (name -> reader).
     gauges: dict[str, Callable[[], float]] = field(default_factory=dict)
+    counters: dict[str, TypeCounter] = field(default_factory=dict)
     executors: dict[str, Executor] = field(default_factory=dict)
     event_handlers: dict[str, EventHandler] = field(default_factory=dict)
     resolvers: dict[str, Resolver] = field(default_factory=dict)
@@ -64,6 +75,18 @@ class ItemTypeRegistration:
 
     def add_gauge(self, name: str, read: Callable[[], float]) -> None:
         _add_unique(self.gauges, name, read, f"gauge for {self.item_type}")
+
+    def add_counter(
+        self,
+        name: str,
+        help_text: str,
+        read: Callable[[], Mapping[tuple[str, ...], float]],
+        *,
+        labels: tuple[str, ...] = (),
+    ) -> None:
+        """A counter exported as `workqueue_<name>_total{item_type, *labels}`."""
+        counter = TypeCounter(help_text, read, labels)
+        _add_unique(self.counters, name, counter, f"counter for {self.item_type}")
 
     def add_resolver(
         self, event_type: str, resolver: Resolver, *, many: ManyResolver | None = None

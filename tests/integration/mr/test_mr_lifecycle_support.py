@@ -28,6 +28,7 @@ from workqueue.queue.models import DimensionStatus
 from workqueue.queue.processing import ProcessingManager
 from workqueue.queue.registry import TypeRegistry
 from workqueue.testing.gitlab_simulator import GitLabSimulator
+from workqueue.testing.gitlab_simulator.versions import DEFAULT_GITLAB_VERSION
 from workqueue.types.mr.check_empty_diff import CheckEmptyDiff
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.decider import CHECK_EMPTY_DIFF, ENSURE_MR, RECONCILE_MR, RETRY_CI
@@ -47,9 +48,11 @@ COMPARE_ROUTE = "/projects/:id/repository/compare"
 
 @contextmanager
 def gitlab(**project_settings: Any) -> Iterator[GitLabSimulator]:
-    """A running simulator with PROJECT (FILES on main); fails the test on simulator errors."""
+    """A running simulator with PROJECT (FILES on main); fails the test on simulator errors.
+    `checking_reads` and `gitlab_version` go to the simulator, the rest to the project."""
     checking_reads = project_settings.pop("checking_reads", 0)
-    simulator = GitLabSimulator(token=TOKEN, checking_reads=checking_reads)
+    version = project_settings.pop("gitlab_version", DEFAULT_GITLAB_VERSION)
+    simulator = GitLabSimulator(token=TOKEN, checking_reads=checking_reads, gitlab_version=version)
     simulator.start()
     simulator.create_project(PROJECT, FILES, **project_settings)
     try:

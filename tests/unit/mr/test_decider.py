@@ -20,7 +20,13 @@ def row(dimension, status, variant="", pending_until=None):
     return DimensionState(dimension, variant, status, pending_until)
 
 
-SETTLED = [row("needs_mr", F), row("needs_reconcile", F), row("needs_empty_check", T, "", LATER)]
+DRIFT_LATER = row("needs_drift_check", T, "", LATER)
+SETTLED = [
+    row("needs_mr", F),
+    row("needs_reconcile", F),
+    row("needs_empty_check", T, "", LATER),
+    DRIFT_LATER,
+]
 
 
 @pytest.mark.parametrize(
@@ -31,8 +37,19 @@ SETTLED = [row("needs_mr", F), row("needs_reconcile", F), row("needs_empty_check
         ([row("needs_mr", T, "", LATER)], Action("reconcile_mr")),  # deferred: next concern
         ([row("needs_mr", F)], Action("reconcile_mr")),  # absent reconcile row: look once
         (SETTLED, None),  # everything handled, empty check not yet due
-        ([*SETTLED[:2], row("needs_empty_check", T, "", EARLIER)], Action("check_empty_diff")),
-        ([*SETTLED[:2], row("needs_empty_check", F)], None),
+        (
+            [*SETTLED[:2], row("needs_empty_check", T, "", EARLIER), DRIFT_LATER],
+            Action("check_empty_diff"),
+        ),
+        ([*SETTLED[:2], row("needs_empty_check", F), DRIFT_LATER], None),
+        # Drift checks come last: no row yet (a new item's first), or due.
+        (SETTLED[:3], Action("check_drift")),
+        ([*SETTLED[:3], row("needs_drift_check", T, "", EARLIER)], Action("check_drift")),
+        ([*SETTLED[:3], row("needs_drift_check", F)], None),  # drift checks off
+        (
+            [*SETTLED[:2], row("needs_empty_check", T, "", EARLIER), row("needs_drift_check", T)],
+            Action("check_empty_diff"),
+        ),
         ([*SETTLED, row("needs_reconcile", T)], Action("reconcile_mr")),
         (
             [*SETTLED, row("needs_ci_retry", T, "test"), row("needs_ci_retry", T, "build")],

@@ -217,6 +217,14 @@ class MRTypeConfig(BaseModel):
     empty_check_interval_seconds: float = Field(
         1800, gt=0, description="how often an open MR is re-checked for an empty diff"
     )
+    drift_check_seconds: float = Field(
+        300,
+        ge=0,
+        description=(
+            "an active item whose MR exists is re-read from GitLab when no webhook about it "
+            "arrived for this long (lost or disabled hooks); 0 turns drift checks off"
+        ),
+    )
     max_title_chars: int = Field(
         255, ge=1, description="MR title length in characters (GitLab's own limit is 255)"
     )

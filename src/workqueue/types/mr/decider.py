@@ -10,6 +10,7 @@ ENSURE_MR = "ensure_mr"
 RECONCILE_MR = "reconcile_mr"
 RETRY_CI = "retry_ci"
 CHECK_EMPTY_DIFF = "check_empty_diff"
+CHECK_DRIFT = "check_drift"
 
 # Highest priority first. A new concern is a new dimension and executor here;
 # the scan itself never changes. Absent rows read as "needed" (DDR-48), so a
@@ -23,6 +24,7 @@ SINGLE_DIMENSIONS: tuple[tuple[MRDimension, str], ...] = (
 VARIANT_DIMENSIONS: tuple[tuple[MRDimension, str], ...] = ((MRDimension.NEEDS_CI_RETRY, RETRY_CI),)
 LAST_DIMENSIONS: tuple[tuple[MRDimension, str], ...] = (
     (MRDimension.NEEDS_EMPTY_CHECK, CHECK_EMPTY_DIFF),
+    (MRDimension.NEEDS_DRIFT_CHECK, CHECK_DRIFT),
 )
 
 

@@ -271,5 +271,7 @@ def _item(context: EventContext) -> MRWorkItem:
 
 def _same_project(item: MRWorkItem, project: HookProject) -> bool:
     """Whether the hook is about the item's project: its canonical path (resolved at
-    submission), compared exactly with the hook's id and path, as the resolvers do."""
-    return project.is_one_of(item.project_path)
+    submission) and its numeric id once recorded, compared exactly with the hook's id
+    and path, as the resolvers do (a Job Hook of GitLab before 16.0 has only the id)."""
+    project_id = None if item.project_id is None else str(item.project_id)
+    return project.is_one_of(item.project_path, project_id)

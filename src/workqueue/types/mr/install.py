@@ -18,12 +18,14 @@ from workqueue.types.mr.ci_retry import CIRetryExecutor
 from workqueue.types.mr.config import CI_CONFIG_PATH_ENTRY, MRTypeConfig
 from workqueue.types.mr.content_rules import ci_config_violations
 from workqueue.types.mr.decider import (
+    CHECK_DRIFT,
     CHECK_EMPTY_DIFF,
     ENSURE_MR,
     RECONCILE_MR,
     RETRY_CI,
     decide_mr,
 )
+from workqueue.types.mr.drift_check import DriftCheck, DriftCounts, push_back_on_events
 from workqueue.types.mr.ensure_mr import EnsureMR
 from workqueue.types.mr.event_handlers import register_mr_event_handlers
 from workqueue.types.mr.models import MR_ITEM_TYPE, MRWorkItem
@@ -44,7 +46,10 @@ def install_mr(registry: TypeRegistry, section: Mapping[str, Any], context: Inst
     registration.add_executor(RECONCILE_MR, ReconcileMR(client).reconcile_mr)
     registration.add_executor(RETRY_CI, ci_retry.retry_ci)
     registration.add_executor(CHECK_EMPTY_DIFF, CheckEmptyDiff(client, config).check_empty_diff)
+    drift = DriftCounts()
+    registration.add_executor(CHECK_DRIFT, DriftCheck(client, config, drift).check_drift)
     register_mr_event_handlers(registration)
+    push_back_on_events(registration, config)
     register_mr_resolvers(registration)
     registration.set_cancel_hook(hooks.on_cancel)
     breaker = ci_retry.breaker
@@ -53,6 +58,13 @@ def install_mr(registry: TypeRegistry, section: Mapping[str, Any], context: Inst
         "ci_retry_breaker_retries_in_window", lambda: float(breaker.state().retries_in_window)
     )
     registration.add_gauge("ci_retry_breaker_refused", lambda: float(breaker.state().refused_total))
+    registration.add_counter("drift_checks", "MR re-reads for lack of GitLab news", drift.checks)
+    registration.add_counter(
+        "drift_corrections",
+        "GitLab state no webhook reported, found by drift checks",
+        drift.corrections,
+        labels=("kind",),
+    )
     registration.set_retry_hook(hooks.reopen_on_retry)
     registration.set_content_dropper(repository.drop_contents)
     registration.set_project_path_resolver(

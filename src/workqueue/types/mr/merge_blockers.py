@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from workqueue.gitlab.models import MergeRequestInfo
+from workqueue.types.mr.legacy_merge_status import legacy_merge_status
 from workqueue.types.mr.models import MRWorkItem
 
 # detailed_merge_status values that settle by themselves within seconds or
@@ -77,7 +78,8 @@ def merge_blocker(item: MRWorkItem, merge_request: MergeRequestInfo) -> MergeBlo
 
 
 def _merge_blockers(item: MRWorkItem, merge_request: MergeRequestInfo) -> Iterator[MergeBlocker]:
-    status = merge_request.detailed_merge_status
+    # GitLab before 15.6 sends no detailed status: judged from its older fields.
+    status = merge_request.detailed_merge_status or legacy_merge_status(merge_request)
     head = merge_request.sha
     ours = item.mr_sha is not None and head == item.mr_sha
     yield from _placement_blockers(item, merge_request)

@@ -23,6 +23,7 @@ class MRDimension(enum.StrEnum):
     NEEDS_RECONCILE = "needs_reconcile"  # look at the MR: merged/closed? mergeable now?
     NEEDS_CI_RETRY = "needs_ci_retry"  # variant = job name: a failed job may be retried
     NEEDS_EMPTY_CHECK = "needs_empty_check"  # periodic: has the MR's diff become empty?
+    NEEDS_DRIFT_CHECK = "needs_drift_check"  # no GitLab news for a while: re-read the MR
 
 
 class CompletionReason(enum.StrEnum):
@@ -55,6 +56,9 @@ class MRWorkItem(WorkItem):
     file_actions: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, nullable=False)
     content_hash: Mapped[str] = mapped_column(sa.Text, nullable=False)
     # What GitLab made of it.
+    # The project's numeric id (hooks of some GitLab versions name only it); None
+    # until the item's first drift check reads it (migration 0018).
+    project_id: Mapped[int | None] = mapped_column(sa.BigInteger)
     mr_iid: Mapped[int | None] = mapped_column(sa.Integer)
     mr_url: Mapped[str | None] = mapped_column(sa.Text)
     mr_sha: Mapped[str | None] = mapped_column(sa.Text)  # head after our last push
@@ -99,5 +103,11 @@ class MRWorkItem(WorkItem):
             "ix_mr_details_head_pipeline_id",
             "head_pipeline_id",
             postgresql_where=sa.text("head_pipeline_id IS NOT NULL"),
+        ),
+        # ... and by project id, for hooks that carry no path (migration 0018).
+        sa.Index(
+            "ix_mr_details_project_id",
+            "project_id",
+            postgresql_where=sa.text("project_id IS NOT NULL"),
         ),
     )

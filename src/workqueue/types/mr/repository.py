@@ -245,6 +245,8 @@ class HookCriteria:
     project, or no criterion, names no item."""
 
     projects: tuple[str, ...]
+    # The hook's project id when the hook names no path: items that recorded it.
+    project_id: int | None = None
     mr_iid: int | None = None
     branch_without_mr: str | None = None
     pipeline_id: int | None = None
@@ -278,10 +280,13 @@ class HookCriteria:
 # names the `name_hooks` entries equal to `n`; a NULL criterion matches
 # nothing. The project is matched on the item's canonical path
 # (`work_items.project_path`, resolved through GitLab at submission) against
-# the hook's id and `path_with_namespace`. The active items of the batch's
-# projects are read once (the partial index of active items by project
-# path) and each criterion is an equality join on them, so a batch costs the
-# projects' active items plus its hooks, not their product (one `OR` of the
+# the hook's id and `path_with_namespace`; a hook with an id and no path (Job
+# Hooks before GitLab 16.0) names the paths of the active items that recorded
+# that id (`mr_details.project_id`, through its partial index; the handlers
+# then check the id itself). The active items of the batch's projects are read
+# once (the partial index of active items by project path) and each criterion
+# is an equality join on them, so a batch costs the projects' active items plus
+# its hooks, not their product (one `OR` of the
 # criteria per hook and item took 17 ms for 100 hooks on a 100-item project).
 _ACTIVE_ITEMS_SQL = """
 WITH hook AS (
@@ -289,11 +294,16 @@ WITH hook AS (
         CAST(%(hooks)s AS int[]), CAST(%(mr_iids)s AS integer[]),
         CAST(%(branches_without_mr)s AS text[]), CAST(%(pipeline_ids)s AS bigint[]),
         CAST(%(shas)s AS text[]), CAST(%(target_branches)s AS text[]),
-        CAST(%(source_branches)s AS text[])
-    ) AS hook(n, mr_iid, branch_without_mr, pipeline_id, sha, target_branch, source_branch)
+        CAST(%(source_branches)s AS text[]), CAST(%(project_ids)s AS bigint[])
+    ) AS hook(n, mr_iid, branch_without_mr, pipeline_id, sha, target_branch, source_branch,
+              project_id)
 ), name AS (
     SELECT * FROM unnest(CAST(%(name_hooks)s AS int[]), CAST(%(names)s AS text[]))
         AS name(n, project)
+    UNION
+    SELECT hook.n, item.project_path FROM hook
+    JOIN mr_details AS detail ON detail.project_id = hook.project_id
+    JOIN work_items AS item ON item.id = detail.id AND item.phase = 'active'
 ), asked AS (
     SELECT hook.*, name.project FROM hook JOIN name USING (n)
 ), active AS MATERIALIZED (
@@ -346,6 +356,7 @@ def active_items_for_hooks(
         "shas": pg_arrays.texts(criteria.sha for _, criteria in asked),
         "target_branches": pg_arrays.texts(criteria.target_branch for _, criteria in asked),
         "source_branches": pg_arrays.texts(criteria.source_branch for _, criteria in asked),
+        "project_ids": pg_arrays.integers(criteria.project_id for _, criteria in asked),
         "name_hooks": pg_arrays.integers(n for n, criteria in asked for _ in criteria.projects),
         "names": pg_arrays.texts(name for _, criteria in asked for name in criteria.projects),
     }

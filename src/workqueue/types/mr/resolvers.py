@@ -10,7 +10,9 @@ batch of deliveries of one kind.
 A hook's project matches an item whose canonical project path (resolved
 through GitLab at submission, whatever spelling the caller used) equals the
 hook's numeric `project.id` as a string or its `project.path_with_namespace`,
-compared exactly; the event handlers apply the same rule.
+compared exactly; the event handlers apply the same rule. A hook that names
+no path (Job Hooks of GitLab before 16.0 carry only `project_id`) matches by
+the project id the item recorded (`mr_details.project_id`).
 
 | event type (`object_kind`) | items                                                     |
 |----------------------------|-----------------------------------------------------------|
@@ -31,7 +33,14 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from workqueue.gitlab.hooks import job_hook, merge_request_hook, note_hook, pipeline_hook, push_hook
+from workqueue.gitlab.hooks import (
+    HookProject,
+    job_hook,
+    merge_request_hook,
+    note_hook,
+    pipeline_hook,
+    push_hook,
+)
 from workqueue.queue.contract import ManyResolver, Resolver
 from workqueue.queue.registry import ItemTypeRegistration
 from workqueue.types.mr.repository import HookCriteria, active_items_for_hooks
@@ -42,7 +51,12 @@ def merge_request_criteria(body: Mapping[str, Any]) -> HookCriteria | None:
     hook = merge_request_hook(body)
     if hook is None:
         return None
-    return HookCriteria(hook.project.names(), mr_iid=hook.iid, branch_without_mr=hook.source_branch)
+    return HookCriteria(
+        hook.project.names(),
+        project_id=_id_only(hook.project),
+        mr_iid=hook.iid,
+        branch_without_mr=hook.source_branch,
+    )
 
 
 def pipeline_criteria(body: Mapping[str, Any]) -> HookCriteria | None:
@@ -53,6 +67,7 @@ def pipeline_criteria(body: Mapping[str, Any]) -> HookCriteria | None:
     merge_request = hook.merge_request
     return HookCriteria(
         hook.project.names(),
+        project_id=_id_only(hook.project),
         mr_iid=None if merge_request is None else merge_request.iid,
         branch_without_mr=None if merge_request is None else merge_request.source_branch,
         pipeline_id=hook.id,
@@ -65,7 +80,12 @@ def job_criteria(body: Mapping[str, Any]) -> HookCriteria | None:
     hook = job_hook(body)
     if hook is None:
         return None
-    return HookCriteria(hook.project.names(), pipeline_id=hook.pipeline_id, sha=hook.sha)
+    return HookCriteria(
+        hook.project.names(),
+        project_id=_id_only(hook.project),
+        pipeline_id=hook.pipeline_id,
+        sha=hook.sha,
+    )
 
 
 def note_criteria(body: Mapping[str, Any]) -> HookCriteria | None:
@@ -73,7 +93,9 @@ def note_criteria(body: Mapping[str, Any]) -> HookCriteria | None:
     hook = note_hook(body)
     if hook is None or hook.noteable_type != "MergeRequest" or hook.merge_request is None:
         return None
-    return HookCriteria(hook.project.names(), mr_iid=hook.merge_request.iid)
+    return HookCriteria(
+        hook.project.names(), project_id=_id_only(hook.project), mr_iid=hook.merge_request.iid
+    )
 
 
 def push_criteria(body: Mapping[str, Any]) -> HookCriteria | None:
@@ -81,7 +103,19 @@ def push_criteria(body: Mapping[str, Any]) -> HookCriteria | None:
     hook = push_hook(body)
     if hook is None or hook.branch is None:
         return None
-    return HookCriteria(hook.project.names(), target_branch=hook.branch, source_branch=hook.branch)
+    return HookCriteria(
+        hook.project.names(),
+        project_id=_id_only(hook.project),
+        target_branch=hook.branch,
+        source_branch=hook.branch,
+    )
+
+
+def _id_only(project: HookProject) -> int | None:
+    """The hook's project id when it names no path: then items are found by the id
+    they recorded. With a path, the path decides (and the id must agree, see
+    `HookProject.is_one_of`)."""
+    return project.id if project.path is None else None
 
 
 Criteria = Callable[[Mapping[str, Any]], HookCriteria | None]
