@@ -22,8 +22,14 @@ from workqueue.api.quotas import (
     owner_of,
 )
 from workqueue.api.schemas import SubmitResponse, WorkItemPage, error_responses, item_body
+from workqueue.api.submissions import (
+    IdempotencyKeyHeader,
+    Submitted,
+    commit_submission,
+    replay,
+    start_submission,
+)
 from workqueue.api.work_items import page_body
-from workqueue.db.transactions import run_in_transaction
 from workqueue.queue import read_repository
 from workqueue.queue.audit import AuditEntry
 from workqueue.queue.holding_limits import HoldingLimitError
@@ -76,10 +82,22 @@ def _mr_config(runtime: Runtime) -> MRTypeConfig:
     },
 )
 def submit(
-    body: MRWorkItemCreate, response: Response, runtime: RuntimeDep, caller: CallerDep
+    body: MRWorkItemCreate,
+    response: Response,
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    idempotency_key: IdempotencyKeyHeader = None,
 ) -> SubmitResponse:
-    """Submit the desired state of a branch; created, unchanged, updated or retried."""
+    """Submit the desired state of a branch; created, unchanged, updated or retried.
+
+    With an `Idempotency-Key`, a resend of the same body by the same caller
+    within 24 h answers as the first time and does nothing else."""
     config = _mr_config(runtime)
+    submission = start_submission(
+        runtime, caller, MR_ITEM_TYPE, body, idempotency_key, project_shown=body.project
+    )
+    if (replayed := replay(runtime, submission, response)) is not None:
+        return replayed
 
     def validate() -> None:
         # Pure content rules: an invalid body costs no GitLab call at all.
@@ -100,7 +118,7 @@ def submit(
     )
     limits = holding_limits_of(runtime)
 
-    def work(session: Session) -> tuple[SubmitResponse, AuditEntry, bool]:
+    def work(session: Session) -> Submitted:
         result = submit_mr(
             session,
             body,
@@ -121,23 +139,16 @@ def submit(
             after={"phase": answer.phase},
             details={"outcome": answer.outcome, "content_hash": answer.details["content_hash"]},
         )
-        # In the submission's own transaction: a replica killed right after the
-        # commit must not leave an item without its first history entry.
-        return answer, entry, runtime.audit.store_in(session, [entry])
+        return Submitted(answer, entry)
 
     try:
-        answer, entry, stored = run_in_transaction(runtime.sessions, work)
+        return commit_submission(runtime, submission, response, work)
     except SubmissionRejectedError as rejection:
         raise RequestValidationError([v.as_error() for v in rejection.violations]) from None
     except OwnershipConflictError as conflict:
         raise HTTPException(status_code=409, detail=str(conflict)) from None
     except HoldingLimitError as limit:
         raise holding_limit_refusal(limit) from None
-    response.status_code = 201 if answer.outcome == "created" else 200
-    if answer.outcome != "unchanged":
-        runtime.manager.notify(answer.id)
-    runtime.audit.write(entry, stored=stored)
-    return answer
 
 
 @router.get(

@@ -120,6 +120,13 @@ def _refuse_over_rate(
     )
 
 
+def admit_submission(runtime: Runtime, caller: Caller, item_type: str) -> None:
+    """What every submission passes first, a replayed one (`api.submissions`) too:
+    `submit` on the type (403), the caller's limit key (403) and rate (429)."""
+    require(runtime, caller, "submit", item_type)
+    enforce_submission_rate(runtime, caller)
+
+
 def authorize_submission(
     runtime: Runtime,
     caller: Caller,
@@ -128,16 +135,13 @@ def authorize_submission(
     *,
     validate: Callable[[], None] | None = None,
 ) -> str:
-    """Every check a submission passes before its transaction, in order; returns the
-    project's canonical path.
+    """Every check a new submission passes after `admit_submission`, before its
+    transaction, in order; returns the project's canonical path.
 
-    `submit` on the type (403), the caller's limit key (403) and rate (429),
     `validate` (the type's pure content rules, so an invalid body costs no
     GitLab call), the project's canonical path (one cached lookup), `submit`
     on that project (403) and the project's rate (429).
     """
-    require(runtime, caller, "submit", item_type)
-    enforce_submission_rate(runtime, caller)
     if validate is not None:
         validate()
     project_path = resolve_project_path(runtime, item_type, project, caller=caller)

@@ -24,6 +24,13 @@ from workqueue.api.quotas import (
     owner_of,
 )
 from workqueue.api.schemas import SubmitResponse, error_responses, item_body
+from workqueue.api.submissions import (
+    IdempotencyKeyHeader,
+    Submitted,
+    commit_submission,
+    replay,
+    start_submission,
+)
 from workqueue.auth.projects import path_matches
 from workqueue.db.transactions import run_in_transaction
 from workqueue.queue import holding_limits, read_repository
@@ -120,11 +127,22 @@ def _require_branch_head(installed: InstalledTrunk, queue: TrunkQueueConfig, sha
     },
 )
 def ingest(
-    body: TrunkHeadCreate, response: Response, runtime: RuntimeDep, caller: CallerDep
+    body: TrunkHeadCreate,
+    response: Response,
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    idempotency_key: IdempotencyKeyHeader = None,
 ) -> SubmitResponse:
     """Ingest a landed head by hand: 201 with a new item, 200 with the existing one.
-    The sha must be the branch's current head on GitLab (else 422 on `sha`)."""
+    The sha must be the branch's current head on GitLab (else 422 on `sha`). With an
+    `Idempotency-Key`, a resend within 24 h answers as the first time (the head
+    need not be current any more) and does nothing else."""
     config = _trunk_config(runtime)
+    submission = start_submission(
+        runtime, caller, TRUNK_ITEM_TYPE, body, idempotency_key, project_shown=body.project
+    )
+    if (replayed := replay(runtime, submission, response)) is not None:
+        return replayed
     project_path = authorize_submission(runtime, caller, TRUNK_ITEM_TYPE, body.project)
     queue = config.queue(project_path, body.branch) or config.queue(body.project, body.branch)
     if queue is None:
@@ -142,7 +160,7 @@ def ingest(
     submitter = Submitter(issuer=caller.issuer_key, identity=caller.identity)
     owner, limits = owner_of(runtime, caller), holding_limits_of(runtime)
 
-    def work(session: Session) -> tuple[SubmitResponse, AuditEntry, bool]:
+    def work(session: Session) -> Submitted:
         outcome = ingest_head(session, queue, body.sha, submitter=submitter)
         if outcome.created:
             # Checked once the queue knows the head is new (a known head answers
@@ -166,18 +184,12 @@ def ingest(
             after={"phase": answer.phase},
             details={"outcome": answer.outcome, "queue": queue.name, "sha": body.sha},
         )
-        # Stored with the submission, so a crash after the commit cannot lose it.
-        return answer, entry, runtime.audit.store_in(session, [entry])
+        return Submitted(answer, entry)
 
     try:
-        answer, entry, stored = run_in_transaction(runtime.sessions, work)
+        return commit_submission(runtime, submission, response, work)
     except HoldingLimitError as limit:
         raise holding_limit_refusal(limit) from None
-    response.status_code = 201 if answer.outcome == "created" else 200
-    if answer.outcome == "created":
-        runtime.manager.notify(answer.id)
-    runtime.audit.write(entry, stored=stored)
-    return answer
 
 
 @router.get(

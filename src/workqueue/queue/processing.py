@@ -30,7 +30,13 @@ from datetime import timedelta
 from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.db.errors import is_database_unavailable
-from workqueue.queue import content_retention, ingest, lease_repository, repository
+from workqueue.queue import (
+    content_retention,
+    ingest,
+    lease_repository,
+    repository,
+    submission_key_repository,
+)
 from workqueue.queue.audit import AuditLog
 from workqueue.queue.claims_run import ClaimOutcome, ClaimResult
 from workqueue.queue.config import ProcessingConfig
@@ -336,6 +342,7 @@ class ProcessingManager:
         with self._sessions() as session:
             if plan.sweep:
                 ingest.prune_deliveries(session)
+                submission_key_repository.prune_expired(session)
                 self._audit.prune_history(session)  # at most hourly; never raises
             if plan.requested:
                 claims += self._claim(
