@@ -44,10 +44,17 @@ class Service:
 
 
 @contextmanager
-def live_service(database_url) -> Iterator[Service]:
+def live_service(
+    database_url,
+    *,
+    mr_options: dict[str, Any] | None = None,
+    projects: dict[str, dict[str, str]] | None = None,
+) -> Iterator[Service]:
+    """`mr_options` go into `handled_types.mr`; `projects` (path: files) replace PROJECT."""
     simulator = GitLabSimulator(token=TOKEN)
     simulator.start()
-    simulator.create_project(PROJECT, FILES)
+    for path, files in (projects or {PROJECT: FILES}).items():
+        simulator.create_project(path, files)
     config = ServiceConfig.model_validate(
         {
             "authorization": {"rules": []},
@@ -62,7 +69,11 @@ def live_service(database_url) -> Iterator[Service]:
             },
             # The CLI sends any file; binary ones only pass where the type accepts them.
             "handled_types": {
-                "mr": {"gitlab_url": simulator.url, "content": {"binary_paths": ["assets/**"]}}
+                "mr": {
+                    "gitlab_url": simulator.url,
+                    "content": {"binary_paths": ["assets/**"]},
+                    **(mr_options or {}),
+                }
             },
         }
     )
@@ -86,11 +97,12 @@ def live_service(database_url) -> Iterator[Service]:
     assert simulator.errors == []
 
 
-def module_service(server_url, template_url) -> Iterator[Service]:
-    """Body of each module's `service` fixture: a fresh database and app for the module."""
+def module_service(server_url, template_url, **options: Any) -> Iterator[Service]:
+    """Body of each module's `service` fixture: a fresh database and app for the module
+    (`options`: those of `live_service`)."""
     database_url = create_database_from(server_url, template_url.database)
     try:
-        with live_service(database_url) as running:
+        with live_service(database_url, **options) as running:
             yield running
     finally:
         drop_database(server_url, database_url)

@@ -45,6 +45,7 @@ ITEMS = "/api/work-items"
 MR_ITEMS = "/api/work-items/mr"
 MAX_PAGE_SIZE = 500  # the service refuses larger pages
 MAX_LIST_LIMIT = 10_000
+MAX_IDEMPOTENCY_KEY_LENGTH = 255  # the service's limit (a longer key is its 422)
 EXIT_INTERRUPTED = 130
 
 
@@ -127,11 +128,21 @@ def submit(
     move: Annotated[
         list[str] | None, typer.Option("--move", metavar="OLD:NEW", help="Move OLD to NEW.")
     ] = None,
+    idempotency_key: Annotated[
+        str | None,
+        typer.Option(
+            "--idempotency-key",
+            metavar="KEY",
+            help="Makes a resend safe: the same KEY and body within 24 h answer as the "
+            "first time and change nothing (1-255 printable ASCII characters).",
+        ),
+    ] = None,
     url: UrlOption = None,
     json_output: JsonOption = False,
 ) -> None:
     """Submit (or update) an MR work item; prints its id."""
     with _service(url) as client:
+        headers = _idempotency_headers(idempotency_key)
         planned = plan_file_actions(
             updates=file or [], creates=create or [], deletes=delete or [], moves=move or []
         )
@@ -152,13 +163,26 @@ def submit(
         }
         body.update({key: value for key, value in optional.items() if value is not None})
         try:
-            answer = _object(client.post(MR_ITEMS, body), "submit")
+            answer = _object(client.post(MR_ITEMS, body, headers), "submit")
         except ServiceError as error:
             raise error.with_hints(lambda location: _origin(planned, location)) from None
         if json_output:
             _print_json(answer)
         else:
             typer.echo(answer.get("id"))
+
+
+def _idempotency_headers(key: str | None) -> dict[str, str]:
+    """The `Idempotency-Key` header; a usage error (exit 2) for a key the service would
+    refuse anyway, or one HTTP would change on the way."""
+    if key is None:
+        return {}
+    if not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY_LENGTH or not (key.isascii() and key.isprintable()):
+        raise UsageError("--idempotency-key must be 1 to 255 printable ASCII characters")
+    if key != key.strip():
+        # HTTP drops spaces around a header value: the service would see another key.
+        raise UsageError("--idempotency-key must not start or end with a space")
+    return {"Idempotency-Key": key}
 
 
 def _origin(planned: list[PlannedAction], location: tuple[str | int, ...]) -> str | None:

@@ -170,18 +170,24 @@ class ServiceClient:
     def get(self, path: str, params: Mapping[str, str | int] | None = None) -> Any:
         return self._request("GET", path, params=params, body=None)
 
-    def post(self, path: str, body: Any = None) -> Any:
-        return self._request("POST", path, body=body)
+    def post(self, path: str, body: Any = None, headers: Mapping[str, str] | None = None) -> Any:
+        return self._request("POST", path, body=body, headers=headers)
 
     def redact(self, text: str) -> str:
         """`text` without the token, whatever echoed it."""
         return text.replace(self._token, "***") if self._token else text
 
     def _request(
-        self, method: str, path: str, *, params: Mapping[str, str | int] | None = None, body: Any
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str | int] | None = None,
+        body: Any,
+        headers: Mapping[str, str] | None = None,
     ) -> Any:
         try:
-            response = self._http.request(method, path, params=params, json=body)
+            response = self._http.request(method, path, params=params, json=body, headers=headers)
         except httpx.TimeoutException:
             raise UnreachableError(f"{self.base_url} did not answer in time") from None
         except httpx.RequestError as error:  # connection, TLS, protocol, redirect loops
