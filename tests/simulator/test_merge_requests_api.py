@@ -209,6 +209,8 @@ def test_fast_forward_projects_need_rebase_and_rebase_fixes_it(
     assert mr.detailed_merge_status == "need_rebase"
 
     assert mr.rebase() == {"rebase_in_progress": True}
+    # GitLab rebases in the background: the first read still shows it running.
+    assert project.mergerequests.get(mr.iid, include_rebase_in_progress=True).rebase_in_progress
     mr = project.mergerequests.get(mr.iid, include_rebase_in_progress=True)
     assert mr.rebase_in_progress is False
     assert mr.detailed_merge_status == "mergeable"

@@ -17,6 +17,7 @@ from typing import Any
 from workqueue.testing.gitlab_simulator import (
     handlers_ci,
     handlers_merge_requests,
+    handlers_merge_trains,
     handlers_notes,
     handlers_repository,
     handlers_trunk,
@@ -66,6 +67,7 @@ class Application:
         for module in (
             handlers_repository,
             handlers_merge_requests,
+            handlers_merge_trains,
             handlers_notes,
             handlers_ci,
             handlers_trunk,

@@ -108,6 +108,10 @@ def project_entity(state: SimulatorState, project: Project) -> dict[str, Any]:
         "merge_requests_enabled": True,
         "jobs_enabled": True,
         "merge_method": project.merge_method,
+        # EE: merged-results pipelines and merge trains.
+        "merge_pipelines_enabled": project.merge_pipelines_enabled,
+        "merge_trains_enabled": project.merge_trains_enabled,
+        "merge_trains_skip_train_allowed": project.merge_trains_skip_train_allowed,
         "squash_option": "default_off",
         "only_allow_merge_if_pipeline_succeeds": project.only_allow_merge_if_pipeline_succeeds,
         "allow_merge_on_skipped_pipeline": project.allow_merge_on_skipped_pipeline,

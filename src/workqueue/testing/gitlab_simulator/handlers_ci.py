@@ -14,7 +14,6 @@ from workqueue.testing.gitlab_simulator.ci import (
 )
 from workqueue.testing.gitlab_simulator.entities import job_entity, pipeline_basic, pipeline_entity
 from workqueue.testing.gitlab_simulator.errors import forbidden, param_error
-from workqueue.testing.gitlab_simulator.mergeability import process_auto_merges
 from workqueue.testing.gitlab_simulator.params import (
     bool_param,
     list_param,
@@ -29,6 +28,7 @@ from workqueue.testing.gitlab_simulator.routing import (
     paginate,
 )
 from workqueue.testing.gitlab_simulator.state import SimulatorState
+from workqueue.testing.gitlab_simulator.trains import settle
 
 
 def list_pipelines(state: SimulatorState, request: Request) -> Response:
@@ -98,7 +98,7 @@ def post_cancel_job(state: SimulatorState, request: Request) -> Response:
     project = lookups.project(state, request)
     job = lookups.job(state, project, request)
     cancel_job(state, job)
-    process_auto_merges(state, project)
+    settle(state, project)
     return json_response(job_entity(state, job), status=201)
 
 

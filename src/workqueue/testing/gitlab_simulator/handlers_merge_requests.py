@@ -26,13 +26,17 @@ from workqueue.testing.gitlab_simulator.errors import (
 from workqueue.testing.gitlab_simulator.mergeability import (
     git_check,
     perform_merge,
-    rebase,
     state_check,
 )
 from workqueue.testing.gitlab_simulator.params import (
     bool_param,
     list_param,
     str_param,
+)
+from workqueue.testing.gitlab_simulator.rebasing import (
+    advance_rebase,
+    rebase_in_progress,
+    request_rebase,
 )
 from workqueue.testing.gitlab_simulator.routing import (
     Request,
@@ -42,6 +46,7 @@ from workqueue.testing.gitlab_simulator.routing import (
     paginate,
 )
 from workqueue.testing.gitlab_simulator.state import MergeRequest, Project, SimulatorState
+from workqueue.testing.gitlab_simulator.trains import refresh_trains
 
 MR_STATES = ("opened", "closed", "merged", "locked", "all")
 UPDATE_PARAMS = (
@@ -94,9 +99,10 @@ def _ids(request: Request, name: str) -> list[int] | None:
         raise param_error(f"{name} is invalid") from None
 
 
-def _consume_check(mr: MergeRequest) -> None:
-    # Each API read lets GitLab's async mergeability check make progress:
-    # unchecked, then checking, then the approval rules syncing.
+def _consume_check(state: SimulatorState, project: Project, mr: MergeRequest) -> None:
+    # Each API read lets GitLab's background work make progress: a requested
+    # rebase, then the mergeability check (unchecked, checking, approval rules syncing).
+    advance_rebase(state, project, mr)
     if mr.unchecked_reads > 0:
         mr.unchecked_reads -= 1
     elif mr.checks_pending > 0:
@@ -157,12 +163,12 @@ def get_mr(state: SimulatorState, request: Request) -> Response:
     mr = lookups.merge_request(project, request)
     body = mr_entity(state, project, mr)
     if bool_param(request.params, "include_rebase_in_progress"):
-        body["rebase_in_progress"] = False
+        body["rebase_in_progress"] = rebase_in_progress(mr)
     if bool_param(request.params, "include_diverged_commits_count"):
         target = project.repository.branches.get(mr.target_branch)
         diverged = project.repository.log(target, exclude=mr.sha) if target else []
         body["diverged_commits_count"] = len(diverged)
-    _consume_check(mr)
+    _consume_check(state, project, mr)
     return json_response(body)
 
 
@@ -209,7 +215,7 @@ def list_mrs(state: SimulatorState, request: Request) -> Response:
     response = paginate(request, found)
     response.body = [mr_basic(state, project, mr) for mr in response.body]
     for mr in found:
-        _consume_check(mr)
+        _consume_check(state, project, mr)
     return response
 
 
@@ -286,10 +292,16 @@ def _update_fields(mr: MergeRequest, request: Request) -> None:
 
 
 def merge_mr(state: SimulatorState, request: Request) -> Response:
-    """`PUT …/merge`: 405 before 422 before the sha check (409), as in the current code."""
+    """`PUT …/merge`: 405 before 422 before the sha check (409), as in the current code.
+
+    On a project with merge trains, merging at once skips the train: refused (405)
+    unless the project allows skipping it (`merge_trains_skip_train_allowed`).
+    """
     project = lookups.project(state, request)
     mr = lookups.merge_request(project, request)
     params = request.params
+    if project.merge_trains_enabled and not project.merge_trains_skip_train_allowed:
+        raise not_allowed()
     auto = bool(bool_param(params, "merge_when_pipeline_succeeds")) or bool(
         bool_param(params, "auto_merge")
     )
@@ -318,6 +330,7 @@ def merge_mr(state: SimulatorState, request: Request) -> Response:
     user = request.current_user
     if immediately:
         perform_merge(state, project, mr, user, merge_params)
+        refresh_trains(state, project)  # a car of this MR is now skip_merged
     else:
         mr.merge_when_pipeline_succeeds = True
         mr.merge_user = user
@@ -342,15 +355,20 @@ def cancel_auto_merge(state: SimulatorState, request: Request) -> Response:
 
 
 def rebase_mr(state: SimulatorState, request: Request) -> Response:
-    """Rebases synchronously; the reply still says `rebase_in_progress: true` like GitLab's."""
+    """Enqueues the rebase (`rebasing`): 202 `{"rebase_in_progress": true}`, as GitLab."""
     project = lookups.project(state, request)
     mr = lookups.merge_request(project, request)
     if mr.source_branch not in project.repository.branches:
         raise forbidden("Source branch does not exist")
     if project.is_protected(mr.source_branch):
         raise forbidden("Cannot push to source branch")
-    if mr.target_branch in project.repository.branches:
-        rebase(state, project, mr, request.current_user)
+    if rebase_in_progress(mr):
+        # `rebase_async` takes the MR's lock; a second request while one runs fails so.
+        raise conflict(
+            "Failed to enqueue the rebase operation, possibly due to a long-lived "
+            "transaction. Try again later."
+        )
+    request_rebase(state, project, mr, request.current_user)
     return json_response({"rebase_in_progress": True}, status=202)
 
 

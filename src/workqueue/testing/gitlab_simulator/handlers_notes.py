@@ -18,7 +18,7 @@ from workqueue.testing.gitlab_simulator.errors import (
     param_error,
     unauthorized,
 )
-from workqueue.testing.gitlab_simulator.mergeability import merge_status, process_auto_merges
+from workqueue.testing.gitlab_simulator.mergeability import merge_status
 from workqueue.testing.gitlab_simulator.params import bool_param, str_param
 from workqueue.testing.gitlab_simulator.routing import (
     Request,
@@ -33,6 +33,7 @@ from workqueue.testing.gitlab_simulator.state import (
     SimulatorState,
     User,
 )
+from workqueue.testing.gitlab_simulator.trains import settle
 
 
 def create_note(state: SimulatorState, request: Request) -> Response:
@@ -121,7 +122,7 @@ def approve(
         mr.changes_requested_by.remove(user)  # approving withdraws the request
     mr.updated_at = state.now()
     state.add_system_note(mr, user, "approved this merge request")
-    process_auto_merges(state, project)
+    settle(state, project)
 
 
 def unapprove(state: SimulatorState, mr: MergeRequest, user: User) -> None:

@@ -17,9 +17,9 @@ from workqueue.testing.gitlab_simulator.ci import (
 )
 from workqueue.testing.gitlab_simulator.entities import job_entity, pipeline_entity
 from workqueue.testing.gitlab_simulator.helpers_base import ProjectRef, SimulatorBase
-from workqueue.testing.gitlab_simulator.mergeability import process_auto_merges
 from workqueue.testing.gitlab_simulator.repository import ZERO_SHA
 from workqueue.testing.gitlab_simulator.state import Pipeline
+from workqueue.testing.gitlab_simulator.trains import merge_ref_commit, settle
 
 
 class CiHelpers(SimulatorBase):
@@ -35,11 +35,14 @@ class CiHelpers(SimulatorBase):
         jobs: Sequence[JobSpec] = (),
         status: str | None = None,
         user: str | None = None,
+        merged_results: bool = False,
     ) -> int:
         """A pipeline for an MR (ref `refs/merge-requests/<iid>/head`) or a branch; returns its id.
 
         Without `sha`, it runs on the MR's head or the branch head. Its status
-        follows the jobs unless `status` forces one.
+        follows the jobs unless `status` forces one. With `merged_results`, an MR
+        pipeline runs on a new temporary merge commit of its head (`sha`, default the
+        MR head) into the target head, on `refs/merge-requests/<iid>/merge` (`trains`).
         """
         if status is not None and status not in PIPELINE_STATUSES:
             raise ValueError(f"unknown pipeline status {status!r}")
@@ -50,11 +53,22 @@ class CiHelpers(SimulatorBase):
         with self._locked() as state:
             found = self._project(project)
             repo = found.repository
-            if merge_request_iid is not None:
+            source_sha = target_sha = None
+            if merge_request_iid is not None and merged_results:
+                mr = found.merge_requests[merge_request_iid]
+                pipeline_ref = f"refs/merge-requests/{mr.iid}/merge"
+                source_sha, target_sha = sha or mr.sha, repo.branches[mr.target_branch]
+                actor = self._user(user, self.bot)
+                merged = merge_ref_commit(found, target_sha, mr, source_sha, actor, state.now())
+                pipeline_sha = merged.id
+                source = "merge_request_event"
+            elif merge_request_iid is not None:
                 mr = found.merge_requests[merge_request_iid]
                 pipeline_ref = f"refs/merge-requests/{mr.iid}/head"
                 pipeline_sha = sha or mr.sha
                 source = "merge_request_event"
+            elif merged_results:
+                raise ValueError("merged_results needs merge_request_iid")
             else:
                 pipeline_ref = ref or found.default_branch
                 pipeline_sha = sha or repo.branches[pipeline_ref]
@@ -73,13 +87,15 @@ class CiHelpers(SimulatorBase):
                 created_at=now,
                 updated_at=now,
                 merge_request_iid=merge_request_iid,
+                source_sha=source_sha,
+                target_sha=target_sha,
             )
             found.next_pipeline_iid += 1
             state.add_pipeline(pipeline)
             for spec in jobs:
                 add_job(state, pipeline, spec, pipeline.user)
             pipeline.status_override = status
-            process_auto_merges(state, found)
+            settle(state, found)
             return pipeline.id
 
     def set_job_status(
@@ -94,7 +110,7 @@ class CiHelpers(SimulatorBase):
         with self._locked() as state:
             job = state.jobs[job_id]
             set_job_status(state, job, status, failure_reason=failure_reason, trace=trace)
-            process_auto_merges(state, state.projects[job.project_id])
+            settle(state, state.projects[job.project_id])
 
     def append_trace(self, job_id: int, text: str) -> None:
         with self._locked() as state:
@@ -108,7 +124,7 @@ class CiHelpers(SimulatorBase):
             pipeline = state.pipelines[pipeline_id]
             pipeline.status_override = status
             pipeline.updated_at = state.now()
-            process_auto_merges(state, state.projects[pipeline.project_id])
+            settle(state, state.projects[pipeline.project_id])
 
     def pipeline_ids(self, project: ProjectRef, *, source: str | None = None) -> list[int]:
         """Ids of the project's pipelines (optionally of one `source`, e.g. `api`), oldest first."""

@@ -1,4 +1,4 @@
-"""Merge request mergeability, merging, rebasing and auto-merge.
+"""Merge request mergeability, merging and auto-merge (rebasing: `rebasing`).
 
 The checks follow `MergeRequest.mergeable_state_checks` (open, draft, commits,
 discussions, CI) plus EE's approval, requested-changes and other checks, then the
@@ -23,8 +23,6 @@ from workqueue.testing.gitlab_simulator.ci import ACTIVE_STATUSES, head_pipeline
 from workqueue.testing.gitlab_simulator.errors import api_error
 from workqueue.testing.gitlab_simulator.merge3 import merge_trees
 from workqueue.testing.gitlab_simulator.state import MergeRequest, Project, SimulatorState, User
-
-REBASE_FAILED = "Rebase failed. Please rebase locally"
 
 
 def ci_check(state: SimulatorState, project: Project, mr: MergeRequest) -> str | None:
@@ -194,35 +192,13 @@ def perform_merge(
     state.add_system_note(mr, user, "merged")
 
 
-def rebase(state: SimulatorState, project: Project, mr: MergeRequest, user: User) -> None:
-    """Replay the MR's own commits (merge commits dropped, as `git rebase` does) on the target."""
-    repo = project.repository
-    target = repo.branches[mr.target_branch]
-    own = [c for c in reversed(repo.log(mr.sha, exclude=target)) if len(c.parent_ids) <= 1]
-    current = repo.commits[target]
-    for commit in own:
-        parent_tree = repo.commits[commit.parent_ids[0]].tree if commit.parent_ids else {}
-        tree, conflicts = merge_trees(parent_tree, current.tree, commit.tree)
-        if conflicts:
-            mr.merge_error = REBASE_FAILED
-            return
-        current = repo.create_commit(
-            tree=tree,
-            parent_ids=(current.id,),
-            message=commit.message,
-            author=commit.author,
-            committer=user.signature,
-            when=state.now(),
-        )
-    mr.merge_error = None
-    state.set_branch(project, mr.source_branch, current.id, user)
-
-
 def process_auto_merges(state: SimulatorState, project: Project) -> None:
     """Merge every MR whose auto-merge was waiting for a pipeline that has now passed."""
     for mr in list(project.merge_requests.values()):
         if mr.state != "opened" or not mr.merge_when_pipeline_succeeds or mr.merge_user is None:
             continue
+        if mr.auto_merge_params.get("auto_merge_strategy") == "merge_train":
+            continue  # the train merges it (`trains`)
         pipeline = head_pipeline(state, project, mr)
         if pipeline is None or pipeline_status(state, pipeline) != "success":
             continue

@@ -23,6 +23,7 @@ from workqueue.testing.gitlab_simulator.helpers_base import ProjectRef
 from workqueue.testing.gitlab_simulator.helpers_ci import CiHelpers
 from workqueue.testing.gitlab_simulator.helpers_hook_delivery import HookDeliveryHelpers
 from workqueue.testing.gitlab_simulator.helpers_mergeability import MergeabilityHelpers
+from workqueue.testing.gitlab_simulator.helpers_merging import MergingHelpers
 from workqueue.testing.gitlab_simulator.mergeability import (
     conflicting_paths,
     perform_merge,
@@ -50,13 +51,15 @@ def _as_bytes(content: str | bytes) -> bytes:
     return content.encode("utf-8") if isinstance(content, str) else content
 
 
-class GitLabSimulator(CiHelpers, MergeabilityHelpers, HookDeliveryHelpers):
+class GitLabSimulator(CiHelpers, MergeabilityHelpers, MergingHelpers, HookDeliveryHelpers):
     """A simulated GitLab (REST v4 subset) for tests, benchmarks and demos.
 
     `token` authenticates as the bot user (`bot_username`); a second user, `ada`,
     plays the human reviewer in helpers. `checking_reads` makes each MR report
     `checking` for that many API reads after a change, like GitLab's asynchronous
-    mergeability check (0: statuses are computed at once).
+    mergeability check (0: statuses are computed at once). `rebase_reads` is how
+    many API reads of an MR show `rebase_in_progress` before a requested rebase
+    runs (`rebasing`; 0: at once).
 
     `gitlab_version` (default `versions.DEFAULT_GITLAB_VERSION`, "17.6") picks the
     shapes that differ between real releases, as `versions` lists them: before
@@ -81,9 +84,11 @@ class GitLabSimulator(CiHelpers, MergeabilityHelpers, HookDeliveryHelpers):
         port: int = 0,
         checking_reads: int = 0,
         gitlab_version: str = DEFAULT_GITLAB_VERSION,
+        rebase_reads: int = 1,
     ) -> None:
         self.token = token
         self.state = SimulatorState(checking_reads=checking_reads, gitlab_version=gitlab_version)
+        self.state.rebase_reads = rebase_reads
         with self.state.lock:
             self.bot = self.state.add_user(bot_username)
             self.state.tokens[token] = self.bot
@@ -180,8 +185,13 @@ class GitLabSimulator(CiHelpers, MergeabilityHelpers, HookDeliveryHelpers):
         protected_branches: Iterable[str] = (),
         only_allow_merge_if_all_discussions_are_resolved: bool = False,
         ci_config_path: str | None = None,
+        merge_pipelines_enabled: bool = False,
+        merge_trains_enabled: bool = False,
     ) -> int:
-        """Create a project (with one initial commit when `files` is given); returns its id."""
+        """Create a project (with one initial commit when `files` is given); returns its id.
+
+        Merge trains (`trains`) need merged-results pipelines, as in GitLab: enabling
+        them enables both."""
         if merge_method not in MERGE_METHODS:
             raise ValueError(f"merge_method must be one of {MERGE_METHODS}")
         with self._locked() as state:
@@ -203,6 +213,8 @@ class GitLabSimulator(CiHelpers, MergeabilityHelpers, HookDeliveryHelpers):
                     only_allow_merge_if_all_discussions_are_resolved
                 ),
                 ci_config_path=ci_config_path,
+                merge_pipelines_enabled=merge_pipelines_enabled or merge_trains_enabled,
+                merge_trains_enabled=merge_trains_enabled,
             )
             state.projects[project.id] = project
         if files is not None:
@@ -224,7 +236,8 @@ class GitLabSimulator(CiHelpers, MergeabilityHelpers, HookDeliveryHelpers):
         ci_config_path: str | None = None,
     ) -> None:
         """Change project settings; None leaves a setting as it is (`ci_config_path=""`
-        unsets that one: GitLab then shows "" and reads `.gitlab-ci.yml`)."""
+        unsets that one: GitLab then shows "" and reads `.gitlab-ci.yml`). Merge trains:
+        `configure_merge_trains`."""
         with self._locked():
             found = self._project(project)
             if only_allow_merge_if_pipeline_succeeds is not None:

@@ -96,6 +96,12 @@ class MergeRequest:
     # A check the simulator does not model itself (merge_request_blocked,
     # jira_association_missing, status_checks_must_pass, ...), reported as is.
     blocked_status: str | None = None
+    # `PUT …/rebase` runs in the background (`RebaseWorker`): who asked, and the API
+    # reads of the MR left that report `rebase_in_progress` before it runs.
+    rebase_requested_by: User | None = None
+    rebase_reads_left: int = 0
+    # Set by a test (`fail_next_rebase`): the next rebase fails with this merge_error.
+    rebase_failure: str | None = None
 
     @property
     def draft(self) -> bool:
@@ -140,6 +146,27 @@ class Pipeline:
     name: str | None = None
     # Variables given when the pipeline was triggered through the API, in order.
     variables: list[dict[str, str]] = field(default_factory=list)
+    # Merged-results and merge-train pipelines run on a temporary merge commit
+    # (`sha`): `source_sha` is the MR head it merges, `target_sha` what it merges into.
+    source_sha: str | None = None
+    target_sha: str | None = None
+
+
+@dataclass
+class MergeTrainCar:
+    """An MR on a merge train (EE's `MergeTrains::Car`); a branch's cars run in id order."""
+
+    id: int
+    merge_request_iid: int
+    target_branch: str
+    user: User
+    created_at: datetime
+    updated_at: datetime
+    # idle (no train pipeline yet), stale (its train ref is out of date), fresh,
+    # merging, merged, skip_merged (merged outside the train).
+    status: str = "idle"
+    pipeline_id: int | None = None
+    merged_at: datetime | None = None
 
 
 @dataclass
@@ -160,6 +187,13 @@ class Project:
     # GitLab's "CI/CD configuration file" setting: None (the default, shown as null) means
     # `.gitlab-ci.yml`; `path@group/project[:ref]` is a file of another project.
     ci_config_path: str | None = None
+    # EE settings: merged-results pipelines, and merge trains (which need them).
+    merge_pipelines_enabled: bool = False
+    merge_trains_enabled: bool = False
+    # With merge trains on, `PUT …/merge` (skipping the train) is refused unless this is set.
+    merge_trains_skip_train_allowed: bool = False
+    # Cars on this project's merge trains; a dropped car is deleted, as in GitLab.
+    train_cars: list[MergeTrainCar] = field(default_factory=list)
     merge_requests: dict[int, MergeRequest] = field(default_factory=dict)
     next_mr_iid: int = 1
     next_pipeline_iid: int = 1
@@ -178,9 +212,17 @@ class Project:
     def mr_heads(self) -> dict[int, str]:
         return {mr.iid: mr.sha for mr in self.merge_requests.values()}
 
+    def train_car(self, iid: int) -> MergeTrainCar | None:
+        """The MR's car: the one on the train, else its last merged one."""
+        cars = (car for car in reversed(self.train_cars) if car.merge_request_iid == iid)
+        return next(cars, None)
+
 
 class SimulatorState:
     """Everything the simulated GitLab knows; hold `lock` while reading or changing it."""
+
+    # API reads of an MR that show `rebase_in_progress` after `PUT …/rebase` (0: at once).
+    rebase_reads = 1
 
     def __init__(
         self,
@@ -213,6 +255,7 @@ class SimulatorState:
             "pipeline": itertools.count(5501),
             "job": itertools.count(90301),
             "note": itertools.count(77001),
+            "merge_train_car": itertools.count(267),
         }
 
     def next_id(self, kind: str) -> int:
@@ -222,8 +265,13 @@ class SimulatorState:
         """Store a new pipeline (its sha never changes afterwards)."""
         self.pipelines[pipeline.id] = pipeline
         self._pipelines_by_sha.setdefault((pipeline.project_id, pipeline.sha), []).append(pipeline)
+        if pipeline.source_sha is not None:
+            # GitLab's `for_sha_or_source_sha`: a merged result counts for the head it merges.
+            key = (pipeline.project_id, pipeline.source_sha)
+            self._pipelines_by_sha.setdefault(key, []).append(pipeline)
 
     def pipelines_for_sha(self, project_id: int, sha: str) -> list[Pipeline]:
+        """Pipelines on `sha`, and merged-results or train pipelines of `sha` as MR head."""
         return list(self._pipelines_by_sha.get((project_id, sha), ()))
 
     @staticmethod
@@ -299,6 +347,9 @@ class SimulatorState:
         mr.checks_pending = self.checking_reads
         if project.reset_approvals_on_push:
             mr.approved_by.clear()
+        car = project.train_car(mr.iid)
+        if car is not None and car.status not in {"merged", "skip_merged"}:
+            self.drop_train_car(project, car, actor, "the source branch was updated")
         if mr.merge_when_pipeline_succeeds:
             # RefreshService aborts auto-merge when new commits arrive after it was set.
             mr.merge_when_pipeline_succeeds = False
@@ -307,3 +358,21 @@ class SimulatorState:
             self.add_system_note(
                 mr, actor, "aborted the automatic merge because the source branch was updated"
             )
+
+    def drop_train_car(
+        self, project: Project, car: MergeTrainCar, actor: User, reason: str
+    ) -> None:
+        """`AutoMerge::MergeTrainService#abort`: the car is deleted, auto-merge reset, and
+        the cars behind it get new train refs at the next refresh."""
+        project.train_cars.remove(car)
+        for behind in project.train_cars:
+            same_train = behind.target_branch == car.target_branch and behind.id > car.id
+            if same_train and behind.status in {"idle", "fresh"}:
+                behind.status = "stale"
+        mr = project.merge_requests[car.merge_request_iid]
+        mr.merge_when_pipeline_succeeds = False
+        mr.merge_user = None
+        mr.auto_merge_params = {}
+        self.add_system_note(
+            mr, actor, f"removed this merge request from the merge train because {reason}"
+        )
