@@ -7,8 +7,11 @@ Hooks here are stored for the item the way the receiver stores them
 
 from __future__ import annotations
 
+import time
+
 from harness import wait_until
 from mr_harness import PROJECT
+from sqlalchemy import event
 from test_mr_lifecycle_support import MR_ROUTE, gitlab, lifecycle
 
 from workqueue.queue.models import DimensionStatus, Phase
@@ -94,3 +97,22 @@ def test_drift_checks_can_be_turned_off(sessions):
         row = world.dimensions(item_id)[DRIFT]
         assert (row.status, row.pending_until) == (DimensionStatus.FALSE, None)
         assert checks(world) == 0
+
+
+def test_with_no_active_item_no_sql_runs_between_safety_sweeps(sessions, engine):
+    with gitlab() as simulator, lifecycle(sessions, simulator, drift_check_seconds=QUICK) as world:
+        item_id, iid = world.open_mr()
+        simulator.merge(PROJECT, iid)
+        world.wait_phase(item_id, Phase.COMPLETED)  # found by a drift check
+        # The timer set for the item's last deferral fires once more, finds nothing due.
+        time.sleep(2 * QUICK)
+        reads = simulator.request_count()
+        statements: list[str] = []
+        listener = lambda *args: statements.append(args[2])  # noqa: E731 - one line
+        event.listen(engine, "before_cursor_execute", listener)
+        try:
+            time.sleep(5 * QUICK)  # five drift periods: a finished item is never re-read
+        finally:
+            event.remove(engine, "before_cursor_execute", listener)
+        assert statements == []
+        assert simulator.request_count() == reads  # nor any GitLab call

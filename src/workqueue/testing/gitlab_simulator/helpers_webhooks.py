@@ -80,8 +80,10 @@ class WebhookHelpers(SimulatorBase):
         event_uuid: str | None = None,
         idempotency_key: str | None = None,
         timeout: float = 5.0,
+        event: str | None = None,
     ) -> httpx.Response:
-        """POST a payload with GitLab's headers (`X-Gitlab-Event` from its `object_kind`)."""
+        """POST a payload with GitLab's headers (`X-Gitlab-Event` from its `object_kind`,
+        unless `event` names it)."""
         with self._locked() as state:
             instance_url = state.web_url
             version = state.gitlab_version_text
@@ -98,4 +100,5 @@ class WebhookHelpers(SimulatorBase):
             idempotency_key=idempotency_key,
             timeout=timeout,
             gitlab_version=version,
+            event=event,
         )

@@ -512,9 +512,11 @@ def deliver(
     idempotency_key: str | None = None,
     timeout: float = 5.0,
     gitlab_version: str = DEFAULT_GITLAB_VERSION,
+    event: str | None = None,
 ) -> httpx.Response:
-    """POST one hook the way GitLab's `WebHookService` does (headers included)."""
-    event = event_header(payload)
+    """POST one hook the way GitLab's `WebHookService` does (headers included); `event`
+    overrides the `X-Gitlab-Event` derived from the payload (a System Hook, say)."""
+    event = event or event_header(payload)
     headers = {
         "Content-Type": "application/json",
         "User-Agent": f"GitLab/{full_version(gitlab_version)}",
