@@ -30,6 +30,7 @@ def test_project_is_fetched_once_and_cached(sim, client, project_id, calls):
         path_with_namespace=PROJECT,
         default_branch="main",
         web_url=f"{sim.url}/{PROJECT}",
+        merge_method="merge",
     )
     assert client.project(PROJECT) is info
     assert sim.request_count("GET", PROJECT_ROUTE) == 1

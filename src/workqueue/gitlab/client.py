@@ -29,6 +29,7 @@ from workqueue.gitlab.models import (
     CompareInfo,
     JobInfo,
     MergeRequestInfo,
+    MergeTrainCarInfo,
     PipelineInfo,
     ProjectInfo,
     UserInfo,
@@ -38,9 +39,11 @@ from workqueue.gitlab.models import (
     parse_job,
     parse_list,
     parse_merge_request,
+    parse_merge_train_car,
     parse_note_id,
     parse_pipeline,
     parse_project,
+    parse_rebase,
     parse_user,
     parse_variables,
 )
@@ -55,6 +58,7 @@ PROJECT_CACHE_SECONDS = 300.0
 # the oldest answers are forgotten first, so the cache is bounded whatever is asked.
 MAX_CACHED_PROJECTS = 4096
 _BRANCH_NOT_FOUND = "404 Branch Not Found"
+_CAR_NOT_FOUND = "404 Merge Train Merge Request Not Found"
 
 
 def _enc(value: str | int) -> str:
@@ -309,9 +313,23 @@ class GitLabClient:
             query=query,
         )
 
-    def merge_request(self, project: ProjectRef, iid: int) -> MergeRequestInfo:
+    def merge_request(
+        self,
+        project: ProjectRef,
+        iid: int,
+        *,
+        include_rebase_in_progress: bool = False,
+        include_diverged_commits_count: bool = False,
+    ) -> MergeRequestInfo:
+        """One MR; the `include_*` flags ask GitLab for `rebase_in_progress` and
+        `diverged_commits_count` (target commits the source lacks), None otherwise."""
+        flags = {
+            "include_rebase_in_progress": include_rebase_in_progress,
+            "include_diverged_commits_count": include_diverged_commits_count,
+        }
+        query = {name: True for name, wanted in flags.items() if wanted}
         return self._transport.get(
-            "merge_requests.get", self._mr(project, iid), parse_merge_request
+            "merge_requests.get", self._mr(project, iid), parse_merge_request, query=query
         )
 
     def create_merge_request(
@@ -380,6 +398,53 @@ class GitLabClient:
             f"{self._mr(project, iid)}/merge",
             parse_merge_request,
             {"sha": sha},
+        )
+
+    def rebase_merge_request(self, project: ProjectRef, iid: int) -> bool:
+        """Ask GitLab to rebase the MR's source branch onto its target (`PUT …/rebase`).
+
+        GitLab rebases in the background and answers 202 at once; read the MR with
+        `include_rebase_in_progress` until it is done (a new head, or `merge_error`).
+        403: the branch cannot be pushed to; 409: the rebase could not be enqueued.
+        """
+        return self._transport.put(
+            "merge_requests.rebase",
+            f"{self._mr(project, iid)}/rebase",
+            parse_rebase,
+            {},
+        )
+
+    def add_to_merge_train(self, project: ProjectRef, iid: int, *, sha: str) -> None:
+        """Put the MR on its target's merge train, only if its head is still `sha`.
+
+        GitLab then merges it once the train pipeline passes. Refusals, all
+        `PermanentGitLabError`: 409 the head is no longer `sha`, 400 not mergeable
+        now (`Failed to merge`), 403 merge trains off for the project.
+        """
+        self._transport.post(
+            "merge_trains.add",
+            f"/projects/{_enc(project)}/merge_trains/merge_requests/{int(iid)}",
+            lambda data: parse_list(data, parse_merge_train_car, "merge train"),
+            {"sha": sha},
+        )
+
+    def merge_train_car(self, project: ProjectRef, iid: int) -> MergeTrainCarInfo | None:
+        """The MR's car on a merge train; None when it has none (never added, or dropped)."""
+        try:
+            return self._transport.get(
+                "merge_trains.get",
+                f"/projects/{_enc(project)}/merge_trains/merge_requests/{int(iid)}",
+                parse_merge_train_car,
+            )
+        except PermanentGitLabError as error:
+            if error.status == 404 and error.message == _CAR_NOT_FOUND:
+                return None
+            raise
+
+    def get_commit(self, project: ProjectRef, sha: str) -> CommitInfo:
+        """One commit (message, parents, author and committer emails)."""
+        return self._transport.get(
+            "commits.get", f"{self._repo(project)}/commits/{_enc(sha)}", parse_commit
         )
 
     def add_note(self, project: ProjectRef, iid: int, body: str) -> int:

@@ -37,6 +37,10 @@ class ProjectInfo:
     # The "CI/CD configuration file" setting as GitLab shows it: None or "" when unset
     # (GitLab then reads `.gitlab-ci.yml`), and also None when the token cannot read code.
     ci_config_path: str | None = None
+    # How MRs merge: merge | rebase_merge | ff (the last two need the target head in
+    # the source); None when not shown. Merge trains are a Premium setting.
+    merge_method: str | None = None
+    merge_trains_enabled: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +113,25 @@ class MergeRequestInfo:
     merge_status: str | None = None  # deprecated: unchecked, checking, can_be_merged, ...
     has_conflicts: bool = False
     blocking_discussions_resolved: bool = True
+    # `refs/merge-requests/<iid>/merge` for a merged-results pipeline (its sha is the
+    # temporary merge commit, not the MR head); None in lists.
+    head_pipeline_ref: str | None = None
+    # Only in single reads that ask for them (`include_rebase_in_progress`,
+    # `include_diverged_commits_count`); None otherwise.
+    rebase_in_progress: bool | None = None
+    diverged_commits_count: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MergeTrainCarInfo:
+    """An MR's car on a merge train (`GET …/merge_trains/merge_requests/:iid`)."""
+
+    id: int
+    iid: int  # of its MR
+    status: str  # idle | stale | fresh | merging | merged | skip_merged
+    target_branch: str
+    pipeline_id: int | None
+    pipeline_sha: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +205,18 @@ class _Fields:
             raise self._fail(key, "an integer")
         return value
 
+    def opt_flag(self, key: str) -> bool | None:
+        value = self._data.get(key)
+        if value is not None and not isinstance(value, bool):
+            raise self._fail(key, "a boolean or null")
+        return value
+
+    def opt_integer(self, key: str) -> int | None:
+        value = self._data.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise self._fail(key, "an integer or null")
+        return value
+
     def flag(self, key: str, *, default: bool = False) -> bool:
         value = self._data.get(key, default)
         if value is None:
@@ -225,6 +260,8 @@ def parse_project(data: Any) -> ProjectInfo:
         default_branch=fields.opt_text("default_branch"),
         web_url=fields.text("web_url"),
         ci_config_path=fields.opt_text("ci_config_path"),
+        merge_method=fields.opt_text("merge_method"),
+        merge_trains_enabled=fields.flag("merge_trains_enabled"),
     )
 
 
@@ -302,6 +339,30 @@ def parse_merge_request(data: Any) -> MergeRequestInfo:
         merge_status=fields.opt_text("merge_status"),
         has_conflicts=fields.flag("has_conflicts"),
         blocking_discussions_resolved=fields.flag("blocking_discussions_resolved", default=True),
+        head_pipeline_ref=pipeline.opt_text("ref") if pipeline else None,
+        rebase_in_progress=fields.opt_flag("rebase_in_progress"),
+        diverged_commits_count=fields.opt_integer("diverged_commits_count"),
+    )
+
+
+def parse_rebase(data: Any) -> bool:
+    """`PUT …/rebase`'s answer: `{"rebase_in_progress": true}`."""
+    return _Fields(data, "rebase").flag("rebase_in_progress")
+
+
+def parse_merge_train_car(data: Any) -> MergeTrainCarInfo:
+    fields = _Fields(data, "merge_train_car")
+    merge_request = fields.child("merge_request")
+    if merge_request is None:
+        raise ResponseShapeError("merge_train_car.merge_request: expected an object, got nothing")
+    pipeline = fields.child("pipeline")
+    return MergeTrainCarInfo(
+        id=fields.integer("id"),
+        iid=merge_request.integer("iid"),
+        status=fields.text("status"),
+        target_branch=fields.text("target_branch"),
+        pipeline_id=pipeline.integer("id") if pipeline else None,
+        pipeline_sha=pipeline.opt_text("sha") if pipeline else None,
     )
 
 
