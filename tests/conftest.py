@@ -25,6 +25,7 @@ from sample_type import create_support_tables
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.applications import Starlette
+from trust_store import share_default_trust_store
 
 from workqueue.db.embedded import EmbeddedPostgres
 from workqueue.db.engine import build_engine, build_sessions
@@ -35,6 +36,8 @@ from workqueue.db.url import libpq_conninfo, normalize_database_url
 pytest_plugins = ["oidc_fixtures"]
 
 TEMPLATE_DATABASE = "workqueue_test_template"
+
+share_default_trust_store()
 
 # Tests that run alone: `make test` runs them after the parallel part, in a pytest of
 # their own (`-m serial`). They count what happens within fixed times, or kill and

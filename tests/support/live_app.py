@@ -24,11 +24,22 @@ class _PromptServer(uvicorn.Server):
     """uvicorn's server, whose main loop ends as soon as it is told to.
 
     uvicorn looks at `should_exit` every 0.1 s; about 1,000 tests start and stop an
-    app, so the test server is woken instead.
+    app, so the test server is woken instead, and says when its startup is over
+    instead of being polled for it.
     """
 
     _exit: asyncio.Event | None = None
     _loop: asyncio.AbstractEventLoop | None = None
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.startup_over = threading.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            await super().startup(sockets)
+        finally:  # started or not: a failed lifespan startup sets should_exit instead
+            self.startup_over.set()
 
     async def main_loop(self) -> None:
         self._exit, self._loop = asyncio.Event(), asyncio.get_running_loop()
@@ -73,10 +84,11 @@ def serve_in_thread(app: FastAPI) -> Iterator[str]:
     )
     thread.start()
     deadline = time.monotonic() + 30
-    while not server.started:
+    while not server.startup_over.wait(0.1):
         if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the test app did not start")
-        time.sleep(0.02)
+            break
+    if not server.started:
+        raise RuntimeError("the test app did not start")
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
