@@ -94,7 +94,7 @@ class WaitingDeliveries(Collector):
 
 class LastDelivery(Collector):
     """`workqueue_webhook_last_received_timestamp_seconds`: when the newest delivery (a
-    webhook or an SQS message) any replica accepted arrived; absent while none is kept."""
+    webhook or an SQS message) any replica accepted arrived; no sample while none is kept."""
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
@@ -106,11 +106,10 @@ class LastDelivery(Collector):
         except SQLAlchemyError as error:
             logger.warning("metrics: cannot read the newest delivery: %s", error)
             return
-        if newest is None:
-            return
         family = GaugeMetricFamily(
             LAST_RECEIVED_METRIC,
             "Unix time the newest accepted GitLab delivery (webhook or SQS) was received",
         )
-        family.add_metric([], newest)
+        if newest is not None:  # none kept: the family is listed without a sample
+            family.add_metric([], newest)
         yield family
