@@ -12,14 +12,13 @@ import logging
 import os
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 import uvicorn
-from fastapi import FastAPI
 from pydantic import ValidationError
 from sqlalchemy.engine import URL
 
-from workqueue.api.app import create_app
 from workqueue.cli.database import (
     ShutdownRequested,
     StartupError,
@@ -37,6 +36,9 @@ from workqueue.types.catalog import (
     install_context,
     type_config_models,
 )
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -128,6 +130,10 @@ def _run_server(
     settings: Settings, config: ServiceConfig, url: URL, listener: socket.socket, level: str
 ) -> bool:
     """Serve until stopped; False when the application failed during startup."""
+    # Here, not at the top: `prune`, `migrate` and `config-schema` share this module
+    # and need none of the web application (half a second of imports).
+    from workqueue.api.app import create_app  # noqa: PLC0415
+
     try:
         application = create_app(settings, config, database_url=url)
     except (RuntimeError, ValueError) as error:
