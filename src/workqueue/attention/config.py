@@ -95,7 +95,14 @@ def default_queues() -> list[QueueRule]:
             description="Merge requests that cannot merge without a person",
             match={
                 "item_type": ["mr"],
-                "details.merge_blocker.code": ["conflict", "need_rebase", "foreign_commits"],
+                # merge_refused: GitLab keeps refusing (retried with backoff) or dropped
+                # the MR from its merge train twice; a person finds out why.
+                "details.merge_blocker.code": [
+                    "conflict",
+                    "need_rebase",
+                    "foreign_commits",
+                    "merge_refused",
+                ],
             },
         ),
         QueueRule(

@@ -93,8 +93,8 @@ SCENARIOS: list[tuple[str, dict[str, Any], dict[str, Any], Step, str, str]] = [
     ),
     ("conflict", {}, {}, push_main({"kernel.spec": "Version: 9\n"}), "conflict", "conflict"),
     (
-        "fast-forward only",
-        {"merge_method": "ff"},
+        "fast-forward only, rebase off",
+        {"merge_method": "ff", "service": {"rebase": "off"}},
         {},
         push_main({"README.md": "# moved on\n"}),
         "need_rebase",
@@ -149,7 +149,10 @@ SCENARIOS: list[tuple[str, dict[str, Any], dict[str, Any], Step, str, str]] = [
     ids=[scenario[0] for scenario in SCENARIOS],
 )
 def test_each_merge_state_has_its_code(sessions, settings, submission, happens, code, words):
-    with gitlab(**settings) as simulator, lifecycle(sessions, simulator) as world:
+    # `service`: the `handled_types.mr` section; the rest are the project's settings.
+    project = {key: value for key, value in settings.items() if key != "service"}
+    service = settings.get("service", {})
+    with gitlab(**project) as simulator, lifecycle(sessions, simulator, **service) as world:
         item_id = world.submit(**submission)
         wait_until(lambda: world.detail(item_id).mr_iid is not None, what="the MR")
         world.wait_settled()

@@ -78,19 +78,25 @@ def lifecycle_registry(
     *,
     recheck_seconds: float = 0.2,
     stub_reconcile: bool = False,
+    reconcile_options: dict[str, Any] | None = None,
     **section: Any,
 ) -> TypeRegistry:
     """The `mr` registry with this work's executors and handlers, fast re-checks.
 
     Executors are replaced rather than added so the helper keeps working once
-    `install_mr` registers them itself (with production delays).
+    `install_mr` registers them itself (with production delays). The backoff after a
+    refused merge starts at `recheck_seconds` too, unless `reconcile_options` (more
+    `ReconcileMR` arguments: `merge_retry_base`, `clock`) say otherwise.
     """
     registry = mr_registry(simulator, **section)
     registration = registry.get("mr")
     config = registration.config
     assert isinstance(config, MRTypeConfig)
     client = GitLabClient(simulator.url, TOKEN, timeout=5)
-    reconciler = ReconcileMR(client, recheck_delay=timedelta(seconds=recheck_seconds))
+    options = {"merge_retry_base": timedelta(seconds=recheck_seconds), **(reconcile_options or {})}
+    reconciler = ReconcileMR(
+        client, config=config, recheck_delay=timedelta(seconds=recheck_seconds), **options
+    )
     registration.executors[ENSURE_MR] = EnsureMR(client, config).ensure_mr
     registration.executors[RECONCILE_MR] = (
         _reconcile_stub if stub_reconcile else reconciler.reconcile_mr

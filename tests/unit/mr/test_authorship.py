@@ -10,6 +10,7 @@ import pytest
 from workqueue.gitlab.models import CommitInfo, MergeRequestInfo, UserInfo
 from workqueue.types.mr.authorship import (
     is_own_head,
+    is_own_rebase,
     made_by,
     sort_open_mrs,
     stamp,
@@ -191,3 +192,38 @@ def test_sort_open_mrs(mrs, own, foreign):
     result = sort_open_mrs(mrs, project_id=42, target_branch="main", service_user=SERVICE)
     assert [mr.iid for mr in result.own] == own
     assert [mr.iid for mr in result.foreign] == foreign
+
+
+REBASED = replace(OURS, sha="r" * 40, message=stamp("Sync sources", ITEM, "hash-1"))
+
+
+@pytest.mark.parametrize(
+    ("commit", "added", "ours"),
+    [
+        (REBASED, (REBASED.sha,), True),  # GitLab replayed our one commit as us
+        (REBASED, ("p" * 40, REBASED.sha), False),  # a person's commit came along under it
+        (REBASED, (), False),  # the head adds nothing to the target
+        (replace(REBASED, committer_email=HUMAN_EMAIL), (REBASED.sha,), False),  # a person rebased
+        (replace(REBASED, author_email=HUMAN_EMAIL), (REBASED.sha,), False),  # a person's commit
+        (replace(REBASED, message="Mine"), (REBASED.sha,), False),  # unstamped
+        (replace(REBASED, message=stamp("Sync", OTHER, "hash-1")), (REBASED.sha,), False),
+        (replace(REBASED, message=stamp("Sync", ITEM, "hash-0")), (REBASED.sha,), False),  # old
+        (replace(REBASED, parent_ids=("b" * 40, "c" * 40)), (REBASED.sha,), False),  # a merge
+    ],
+    ids=[
+        "ours",
+        "persons-commit-below",
+        "adds-nothing",
+        "person-rebased",
+        "person-authored",
+        "unstamped",
+        "other-item",
+        "other-content",
+        "merge-commit",
+    ],
+)
+def test_a_rebased_head_is_ours_only_as_our_one_commit_on_the_target(commit, added, ours):
+    found = is_own_rebase(
+        commit, added_commits=added, item_id=ITEM, content_hash="hash-1", service_user=SERVICE
+    )
+    assert found is ours

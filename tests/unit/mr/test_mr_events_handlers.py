@@ -368,7 +368,6 @@ def test_running_pipeline_is_dated_by_its_creation():
 @pytest.mark.parametrize(
     ("body", "fields"),
     [
-        (PIPELINE_HOOK, {"mr_sha": OLD}),  # a pipeline of an older (or someone else's) head
         (PIPELINE_HOOK, {"mr_sha": None}),
         (hook(PIPELINE_HOOK, merge_request__iid=8), {}),  # another MR's pipeline
         (PIPELINE_HOOK, {"head_pipeline_id": 5600}),  # superseded for the same sha
@@ -378,6 +377,22 @@ def test_running_pipeline_is_dated_by_its_creation():
 )
 def test_pipelines_that_say_nothing_about_the_head_are_irrelevant(body, fields):
     assert run(on_pipeline, body, item(**fields)) is None
+
+
+@pytest.mark.parametrize("status", ["success", "failed"])
+def test_a_pipeline_of_the_mr_on_another_sha_only_makes_reconcile_look(status):
+    # An older head's pipeline, or a merged-results one (sha = a temporary merge commit):
+    # whether it tests the head is GitLab's to say, so nothing of the hook is recorded.
+    body = hook(PIPELINE_HOOK, object_attributes__status=status)
+    result = run(on_pipeline, body, item(mr_sha=OLD))
+    assert result is not None
+    assert result.dimensions == (RECONCILE,)
+    assert (result.detail_updates, result.event_ts) == ({}, None)
+
+
+def test_a_branch_pipeline_on_another_sha_is_irrelevant():
+    body = hook(PIPELINE_HOOK, merge_request=None, object_attributes__ref="workqueue/bump-requests")
+    assert run(on_pipeline, body, item(mr_sha=OLD)) is None
 
 
 def test_branch_pipeline_of_the_bot_branch_counts():

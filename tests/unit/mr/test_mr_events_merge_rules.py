@@ -186,8 +186,32 @@ def test_reasons_not_to_merge(fields, changes, transient, code, why):
     assert "None" not in blocker.message
 
 
+# Codes the merge call itself gives (GitLab's answer to it), not the MR's read:
+# tests/unit/mr/test_merge_attempts.py and tests/integration/mr/test_merge_paths_*.py.
+MERGE_CALL_CODES = {BlockerCode.MERGE_REFUSED.value, BlockerCode.IN_MERGE_TRAIN.value}
+
+
 def test_every_code_is_covered_by_the_table():
-    assert {case[3] for case in CASES} == {code.value for code in BlockerCode}
+    covered = {case[3] for case in CASES}
+    assert covered == {code.value for code in BlockerCode} - MERGE_CALL_CODES
+
+
+MERGE_COMMIT = "c" * 40
+MERGED_RESULT = replace(MERGEABLE, head_pipeline_sha=MERGE_COMMIT)
+
+
+@pytest.mark.parametrize(
+    ("answer", "tests_head", "code"),
+    [
+        (MERGED_RESULT, False, "pipeline_stale_sha"),  # not (yet) confirmed from GitLab
+        (MERGED_RESULT, True, None),  # its merge commit merges the head: it counts
+        (replace(MERGED_RESULT, head_pipeline_status="running"), True, "pipeline_running"),
+        (replace(MERGED_RESULT, sha=OLD), True, "foreign_commits"),  # not our head anyway
+    ],
+)
+def test_a_merged_results_pipeline_counts_only_once_confirmed(answer, tests_head, code):
+    found = merge_blocker(item(), answer, pipeline_tests_head=tests_head)
+    assert (found.code.value if found else None) == code
 
 
 def test_stored_form_names_code_message_and_since():

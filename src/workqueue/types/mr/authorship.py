@@ -32,6 +32,11 @@ two questions, answered here from what GitLab reported:
   content the commit carries: a step retried after such a crash finds that
   content already pushed and does not push it a second time.
 
+* **Is a rebased head ours?** After the service asked GitLab to rebase its
+  commit, the new head is the service's when `is_own_rebase` says so: the only
+  commit on top of the target, stamped for the item and its content, made by
+  the service's user.
+
 * **Which open MRs of the branch are ours?** Those authored by the service's
   user from the project itself (not from a fork) into the item's target.
   An open MR from the branch by anyone else is a person's work: the service
@@ -106,6 +111,35 @@ def is_own_head(
         return True
     stamped = stamped_item(commit.message)
     return stamped is not None and stamped in item_ids and made_by(commit, service_user)
+
+
+def is_own_rebase(
+    commit: CommitInfo,
+    *,
+    added_commits: Sequence[str],
+    item_id: uuid.UUID,
+    content_hash: str,
+    service_user: UserInfo,
+) -> bool:
+    """Whether the new MR head `commit`, after a rebase the service asked GitLab for, is
+    that rebase of the service's own commit and nothing else.
+
+    GitLab replays the MR's commits onto the target as the user who asked: the
+    service's user is then both author and committer, and the message (with its
+    stamp) is kept. So the head counts as the service's only when it is the one
+    commit the MR adds to the target (`added_commits`: compare target..head), has
+    one parent, carries this item's stamp and this content's hash, and was made
+    by the service's user. A person's commit pushed onto the branch before the
+    rebase is replayed too and makes a second commit (or the head, unstamped); a
+    rebase a person ran has them as committer. Neither is ever taken for ours.
+    """
+    return (
+        tuple(added_commits) == (commit.sha,)
+        and len(commit.parent_ids) == 1
+        and stamped_item(commit.message) == item_id
+        and stamped_content(commit.message) == content_hash
+        and made_by(commit, service_user)
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -225,6 +225,18 @@ class MRTypeConfig(BaseModel):
             "arrived for this long (lost or disabled hooks); 0 turns drift checks off"
         ),
     )
+    rebase: Literal["auto", "off"] = Field(
+        "auto",
+        description="'auto': when GitLab says the service's own MR needs a rebase (a "
+        "fast-forward or semi-linear project whose target moved), ask GitLab to rebase it; "
+        "'off': leave it as merge_blocker need_rebase for the caller to resubmit",
+    )
+    merge_retry_max_seconds: float = Field(
+        1800,
+        gt=0,
+        description="longest wait between tries after GitLab refuses a merge (the wait "
+        "starts at 30 s and doubles up to this)",
+    )
     max_title_chars: int = Field(
         255, ge=1, description="MR title length in characters (GitLab's own limit is 255)"
     )

@@ -26,6 +26,8 @@ from typing import cast
 from workqueue.gitlab.hooks import (
     ZERO_SHA,
     HookProject,
+    MergeRequestRef,
+    PipelineHook,
     PushHook,
     job_hook,
     merge_request_hook,
@@ -91,28 +93,24 @@ def on_merge_request(context: EventContext) -> EventResult | None:
 def on_pipeline(context: EventContext) -> EventResult | None:
     """Pipeline Hook for the MR's current head: record it, look at the MR, flag failed jobs.
 
-    Pipelines for another sha (an older push, or a human's commits) are
-    ignored: they say nothing about what would be merged. So are pipelines
-    older than the head pipeline already recorded for the same sha.
+    Pipelines for another sha (an older push, or a human's commits) are not
+    recorded: they say nothing about what would be merged. One of the item's MR
+    only makes `reconcile_mr` look, since it may be a merged-results pipeline
+    of the head (whose sha is a temporary merge commit); GitLab decides that,
+    not the hook. Pipelines older than the head pipeline already recorded for
+    the same sha are ignored.
     """
     item = _item(context)
     hook = pipeline_hook(context.body)
     if hook is None or not _same_project(item, hook.project):
         return None
     pipeline_id, sha = hook.id, hook.sha
-    if pipeline_id is None or item.mr_sha is None or sha != item.mr_sha:
+    if pipeline_id is None or item.mr_sha is None:
         return None
-    if hook.merge_request is not None:
-        if hook.merge_request.iid != item.mr_iid:
-            return None
-    elif hook.ref != item.source_branch:
-        return None  # a branch pipeline of some other branch that has the same commit
-    if (
-        item.head_pipeline_id is not None
-        and pipeline_id < item.head_pipeline_id
-        and item.head_pipeline_sha == sha
-    ):
-        return None  # superseded by a newer pipeline for the same commit
+    if sha != item.mr_sha:
+        return _other_sha_pipeline(item, hook.merge_request, pipeline_id, sha)
+    if not _for_the_head(item, hook, pipeline_id):
+        return None
     failed = sorted(
         {
             build.name
@@ -136,6 +134,37 @@ def on_pipeline(context: EventContext) -> EventResult | None:
             else f"pipeline {pipeline_id} sent no status"
         )
         + (f"; failed jobs: {', '.join(failed)}" if failed else ""),
+    )
+
+
+def _for_the_head(item: MRWorkItem, hook: PipelineHook, pipeline_id: int) -> bool:
+    """Whether a pipeline on the item's head sha is the MR's latest pipeline for it."""
+    if hook.merge_request is not None:
+        if hook.merge_request.iid != item.mr_iid:
+            return False
+    elif hook.ref != item.source_branch:
+        return False  # a branch pipeline of some other branch that has the same commit
+    # A pipeline older than the recorded one for the same commit was superseded.
+    return not (
+        item.head_pipeline_id is not None
+        and pipeline_id < item.head_pipeline_id
+        and item.head_pipeline_sha == hook.sha
+    )
+
+
+def _other_sha_pipeline(
+    item: MRWorkItem, merge_request: MergeRequestRef | None, pipeline_id: int, sha: str | None
+) -> EventResult | None:
+    """A pipeline of the item's MR on another sha: an older head's, or a merged-results
+    or merge-train pipeline (its sha is a temporary merge commit). Only a hint: nothing
+    of it is recorded; `reconcile_mr` asks GitLab what the head pipeline is and reads
+    its commit before counting it for the head."""
+    if merge_request is None or merge_request.iid != item.mr_iid:
+        return None
+    return EventResult(
+        dimensions=(_RECONCILE,),
+        reason=f"pipeline {pipeline_id} of MR !{merge_request.iid} ran on {sha}, not on the "
+        "head: asking GitLab whether it tests the head (a merged result)",
     )
 
 

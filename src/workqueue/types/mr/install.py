@@ -43,7 +43,7 @@ def install_mr(registry: TypeRegistry, section: Mapping[str, Any], context: Inst
         MR_ITEM_TYPE, model=MRWorkItem, decider=decide_mr, config=config
     )
     registration.add_executor(ENSURE_MR, EnsureMR(client, config).ensure_mr)
-    registration.add_executor(RECONCILE_MR, ReconcileMR(client).reconcile_mr)
+    registration.add_executor(RECONCILE_MR, ReconcileMR(client, config=config).reconcile_mr)
     registration.add_executor(RETRY_CI, ci_retry.retry_ci)
     registration.add_executor(CHECK_EMPTY_DIFF, CheckEmptyDiff(client, config).check_empty_diff)
     drift = DriftCounts()

@@ -41,6 +41,8 @@ class BlockerCode(enum.StrEnum):
     CONFLICT = "conflict"  # the target moved and conflicts: resubmit
     NEED_REBASE = "need_rebase"  # fast-forward project, target moved: resubmit
     FOREIGN_COMMITS = "foreign_commits"  # the MR head is not the service's commit
+    MERGE_REFUSED = "merge_refused"  # GitLab refused the merge (retried with backoff)
+    IN_MERGE_TRAIN = "in_merge_train"  # on the merge train: GitLab merges it
     GITLAB_CHECKING = "gitlab_checking"  # GitLab settles it by itself
     OTHER = "other"  # anything else; the message names GitLab's status
 
@@ -72,8 +74,16 @@ class MergeBlocker:
         return {"code": self.code.value, "message": self.message, "since": since}
 
 
-def merge_blocker(item: MRWorkItem, merge_request: MergeRequestInfo) -> MergeBlocker | None:
-    """The first reason not to merge `merge_request` now; None: merge it. Pure."""
+def merge_blocker(
+    item: MRWorkItem, merge_request: MergeRequestInfo, *, pipeline_tests_head: bool = False
+) -> MergeBlocker | None:
+    """The first reason not to merge `merge_request` now; None: merge it. Pure.
+
+    `pipeline_tests_head`: the head pipeline, on another sha, was found (by reading
+    its commit from GitLab) to be a merged result of the MR head, so it counts for it.
+    """
+    if pipeline_tests_head and merge_request.sha is not None:
+        merge_request = replace(merge_request, head_pipeline_sha=merge_request.sha)
     return next(_merge_blockers(item, merge_request), None)
 
 

@@ -77,6 +77,10 @@ class MRWorkItem(WorkItem):
     # Why reconcile_mr does not merge now: {"code", "message", "since"}; None
     # when nothing blocks, before the MR exists, and once it is merged.
     merge_blocker: Mapped[dict[str, str] | None] = mapped_column(JSONB)
+    # What reconcile_mr tried for the current head: refusals and when to retry,
+    # a rebase asked for, merge-train cars (`merge_attempts.MergeAttempts`;
+    # migration 0019). None until the first attempt.
+    merge_attempts: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     # Digests of the title, draft flag, description and labels the service last
     # set on the MR (`types.mr.mr_metadata.SetMetadata`): an update changes only
     # what GitLab still shows as the service set it. None before the MR exists,

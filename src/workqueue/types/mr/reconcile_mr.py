@@ -14,15 +14,20 @@ replayed hook changes nothing GitLab does not confirm.
   item (so users see why it is not merged), and, with `auto_merge`, the MR is
   merged when it still targets the item's target branch from the project
   itself, is not a draft, is `mergeable`, its head is the commit the service
-  pushed, and the head pipeline succeeded on exactly that commit.
-  The merge names that sha (`PUT …/merge?sha=`), so a push racing the merge
-  makes GitLab refuse instead of merging untested code.
+  pushed, and the head pipeline succeeded on exactly that commit — or is a
+  merged-results pipeline whose merge commit (read from GitLab, never taken
+  from a hook) has that commit among its parents.
+  The merge names that sha (`PUT …/merge?sha=`, or the merge-train add), so a
+  push racing the merge makes GitLab refuse instead of merging untested code.
 
-GitLab refusing the merge (405/406/409/422) is "not now", never a failure of the
-item. The first reason not to merge is stored as `merge_blocker` (a
-`BlockerCode`, a sentence, and `since`, kept while the code stays the same),
-null when nothing blocks or the MR is merged or closed. What happens next
-depends on why the MR is not mergeable:
+Before looking for reasons not to merge: a car the service put on a merge
+train is looked up (`merge_call`), and after a rebase it asked for the new head
+is taken as the service's only when it is its own rebased commit (`mr_rebase`).
+What the service tried for the head is kept in `merge_attempts`.
+
+The first reason not to merge is stored as `merge_blocker` (a `BlockerCode`, a
+sentence, and `since`, kept while the code stays the same), null when nothing
+blocks or the MR is merged or closed. What happens next:
 
 | situation                                               | needs_reconcile        |
 |---------------------------------------------------------|------------------------|
@@ -31,53 +36,65 @@ depends on why the MR is not mergeable:
 |   another project, draft, a blocking status             |   changes it (approval,|
 |   (not_approved, conflict, ci_must_pass, ...), pipeline |   pipeline, push, edit)|
 |   not (yet) successful, head not our commit (a foreign  |   raises it again      |
-|   head recorded goes before any status)                 |                        |
+|   head recorded goes before any status), a rebase       |                        |
+|   GitLab could not do, a car dropped twice              |                        |
 | transient status (checking, unchecked, preparing,       | deferred by            |
-|   ci_still_running, approvals_syncing) or state locked  |   `recheck_delay`      |
-| merge refused with 405/406/422 (GitLab contradicts the  | deferred by            |
-|   status just read: the MR is changing)                 |   `recheck_delay`      |
-| merge refused with 409 (head moved since the GET)       | false: the update hook |
-|                                                         |   of the new head      |
-
-The reasons not to merge are `merge_blockers.merge_blocker`; ending the item on a
-merged or closed MR is shared with `check_empty_diff` (`mr_outcomes`).
+|   ci_still_running, approvals_syncing), state locked,   |   `recheck_delay`      |
+|   a rebase running, on the merge train                  |                        |
+| need_rebase on the service's own head, `rebase: auto`   | rebase asked for,      |
+|                                                         |   deferred             |
+| merge (or train add) refused: 405/406/422 (400 on a     | deferred by the        |
+|   train), or 409 with the head unchanged on a re-read   |   backoff: 30 s, 60 s, |
+|                                                         |   ... up to the max.   |
+| refused with 409 and the head moved on the re-read      | as the new head says   |
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import cast
 
 from workqueue.gitlab.client import GitLabClient
-from workqueue.gitlab.errors import PermanentGitLabError
+from workqueue.gitlab.models import MergeRequestInfo, ProjectInfo
 from workqueue.queue.contract import ExecutionContext
 from workqueue.queue.models import DimensionStatus
-from workqueue.types.mr.merge_blockers import BlockerCode, MergeBlocker, merge_blocker
+from workqueue.types.mr.config import MRTypeConfig
+from workqueue.types.mr.merge_attempts import MergeAttempts
+from workqueue.types.mr.merge_blockers import MergeBlocker, merge_blocker
+from workqueue.types.mr.merge_call import Merging, Verdict, refused_blocker
 from workqueue.types.mr.models import MRDimension, MRWorkItem
-from workqueue.types.mr.mr_outcomes import (
-    complete_merged,
-    record_observed,
-    reflect_terminal,
-    show_blocker,
-)
+from workqueue.types.mr.mr_outcomes import record_observed, reflect_terminal, show_blocker
+from workqueue.types.mr.mr_rebase import FAST_FORWARD_METHODS, Rebases
 
 DEFAULT_RECHECK_DELAY = timedelta(seconds=30)
-# Merge refusals that mean "not now" (see GitLabClient.merge); 406 is pre-16 GitLab's 422.
-_NOT_NOW = frozenset({405, 406, 409, 422})
-_HEAD_MOVED = 409
+# The first wait after a refused merge; it doubles up to `merge_retry_max_seconds`.
+DEFAULT_MERGE_RETRY_BASE = timedelta(seconds=30)
 
 
 class ReconcileMR:
-    """The `reconcile_mr` executor, bound to one GitLab client."""
+    """The `reconcile_mr` executor, bound to one GitLab client.
+
+    `clock` (tests) replaces the step's time in the merge backoff's decisions, so a
+    test can let hours of refusals pass without waiting for them.
+    """
 
     def __init__(
         self,
         gitlab: GitLabClient,
         *,
+        config: MRTypeConfig | None = None,
         recheck_delay: timedelta = DEFAULT_RECHECK_DELAY,
+        merge_retry_base: timedelta = DEFAULT_MERGE_RETRY_BASE,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
+        config = config or MRTypeConfig()
         self._gitlab = gitlab
         self._recheck_delay = recheck_delay
+        self._clock = clock
+        cap = timedelta(seconds=config.merge_retry_max_seconds)
+        self._merging = Merging(gitlab, retry_base=min(merge_retry_base, cap), retry_cap=cap)
+        self._rebases = Rebases(gitlab, auto=config.rebase == "auto")
 
     def reconcile_mr(self, context: ExecutionContext) -> None:
         item = cast("MRWorkItem", context.item)
@@ -86,22 +103,79 @@ class ReconcileMR:
             show_blocker(context, item, None)
             context.set_dimension(MRDimension.NEEDS_RECONCILE, DimensionStatus.FALSE)
             return
-        merge_request = self._gitlab.merge_request(item.project, item.mr_iid)
+        project = self._gitlab.project(item.project)
+        merge_request = self._gitlab.merge_request(
+            item.project,
+            item.mr_iid,
+            include_rebase_in_progress=True,
+            include_diverged_commits_count=project.merge_method in FAST_FORWARD_METHODS,
+        )
         if reflect_terminal(self._gitlab, context, item, merge_request):
             return
+        attempts = MergeAttempts.load(item.merge_attempts, item.mr_sha)
+        if self._rebases.adopt(context, item, merge_request, attempts):
+            attempts = MergeAttempts(head=item.mr_sha)
+        verdict = self._converge(context, item, merge_request, attempts, project)
+        stored = attempts.stored()
+        if stored != item.merge_attempts:
+            item.merge_attempts = stored
+        if verdict is not None:
+            blocker, delay = verdict
+            show_blocker(context, item, blocker)
+            self._not_now(context, blocker, delay)
+
+    def _converge(
+        self,
+        context: ExecutionContext,
+        item: MRWorkItem,
+        merge_request: MergeRequestInfo,
+        attempts: MergeAttempts,
+        project: ProjectInfo,
+    ) -> Verdict | None:
+        """What stands in the way now (None: merged). Makes at most one write."""
         changed = record_observed(context, item, merge_request)
         if "head_pipeline_status" in changed and merge_request.head_pipeline_status == "failed":
             # The CI herder also hears of failed jobs from pipeline/job hooks;
             # this catches the ones whose hooks never arrived.
             self._flag_failed_jobs(context, item, merge_request.head_pipeline_id)
-
-        blocker = merge_blocker(item, merge_request)
-        show_blocker(context, item, blocker)
+        train = project.merge_trains_enabled
+        on_train = train and self._merging.train_state(context, item, merge_request, attempts)
+        if on_train:
+            return on_train, None
+        tested = self._merged_result_tests_head(item, merge_request, attempts)
+        blocker = merge_blocker(item, merge_request, pipeline_tests_head=tested)
+        rebase = self._rebases.blocker(
+            context, item, merge_request, attempts, blocker, merge_method=project.merge_method
+        )
+        blocker = rebase or blocker
         if blocker is not None:
-            self._not_now(context, blocker.message, transient=blocker.transient)
-            return
-        assert item.mr_sha is not None  # noqa: S101 - merge_blocker checked it
-        self._merge(context, item, item.mr_sha)
+            return blocker, None
+        now = self._clock() if self._clock is not None else context.now
+        if (wait := attempts.wait_left(now)) is not None:
+            return refused_blocker(attempts), wait
+        if train and (gate := self._merging.train_gate(merge_request, attempts)):
+            return gate, None
+        return self._merging.merge(context, item, attempts, now, train=train)
+
+    def _merged_result_tests_head(
+        self, item: MRWorkItem, merge_request: MergeRequestInfo, attempts: MergeAttempts
+    ) -> bool:
+        """Whether the head pipeline, on another sha, is a merged result of the head: its
+        ref is the MR's merge ref and its commit (read from GitLab once per pipeline)
+        has the head among its parents."""
+        head, sha = merge_request.sha, merge_request.head_pipeline_sha
+        pipeline_id = merge_request.head_pipeline_id
+        if head is None or head != item.mr_sha or pipeline_id is None or sha in {None, head}:
+            return False
+        if merge_request.head_pipeline_ref != f"refs/merge-requests/{merge_request.iid}/merge":
+            return False
+        assert sha is not None  # noqa: S101 - checked just above
+        if attempts.merged_result == (pipeline_id, sha):
+            return True
+        if head not in self._gitlab.get_commit(item.project, sha).parent_ids:
+            return False  # a merged result of another commit: tests nothing we merge
+        attempts.merged_result = (pipeline_id, sha)
+        return True
 
     def _flag_failed_jobs(
         self, context: ExecutionContext, item: MRWorkItem, pipeline_id: int | None
@@ -114,42 +188,11 @@ class ReconcileMR:
                     MRDimension.NEEDS_CI_RETRY, DimensionStatus.TRUE, variant=job.name
                 )
 
-    def _merge(self, context: ExecutionContext, item: MRWorkItem, sha: str) -> None:
-        assert item.mr_iid is not None  # noqa: S101 - reconcile_mr checked it
-        try:
-            merged = self._gitlab.merge(item.project, item.mr_iid, sha=sha)
-        except PermanentGitLabError as error:
-            if error.status not in _NOT_NOW:
-                raise
-            context.audit(
-                "merge_refused", reason=error.message, status=error.status, mr_iid=item.mr_iid
-            )
-            refused = MergeBlocker(
-                # 409: the head moved under the read (its push event follows);
-                # otherwise the MR is changing and GitLab settles it.
-                BlockerCode.OTHER if error.status == _HEAD_MOVED else BlockerCode.GITLAB_CHECKING,
-                f"GitLab refused the merge ({error.status}: {error.message})",
-                transient=error.status != _HEAD_MOVED,
-            )
-            show_blocker(context, item, refused)
-            self._not_now(context, refused.message, transient=refused.transient)
-            return
-        if merged.state != "merged":
-            record_observed(context, item, merged)
-            left = MergeBlocker(
-                BlockerCode.GITLAB_CHECKING,
-                f"the merge left the MR {merged.state or 'in a state GitLab did not name'}",
-                transient=True,
-            )
-            show_blocker(context, item, left)
-            self._not_now(context, left.message, transient=True)
-            return
-        context.audit("mr_merged", mr_iid=item.mr_iid, sha=sha, merge_sha=merged.merge_commit_sha)
-        complete_merged(context, item, "the service merged the MR")
-
-    def _not_now(self, context: ExecutionContext, why: str, *, transient: bool) -> None:
-        if transient:
-            context.defer(MRDimension.NEEDS_RECONCILE, self._recheck_delay)
+    def _not_now(
+        self, context: ExecutionContext, blocker: MergeBlocker, delay: timedelta | None
+    ) -> None:
+        if blocker.transient or delay is not None:
+            context.defer(MRDimension.NEEDS_RECONCILE, delay or self._recheck_delay)
         else:
             context.set_dimension(MRDimension.NEEDS_RECONCILE, DimensionStatus.FALSE)
-        context.audit("merge_not_now", reason=why, recheck=transient)
+        context.audit("merge_not_now", reason=blocker.message, recheck=blocker.transient)

@@ -127,7 +127,10 @@ def submit_mr(
             "its creator may update it (it can be cancelled by someone with the retry "
             "permission on the project)"
         )
-    if existing.phase == Phase.ACTIVE and existing.content_hash == digest:
+    # The same content is nothing new, unless the target moved so that it no longer
+    # applies: then it is built anew on the target (`_needs_new_commit`).
+    unchanged = existing.phase == Phase.ACTIVE and existing.content_hash == digest
+    if unchanged and not _needs_new_commit(existing):
         return SubmitResult(existing, SubmitOutcome.UNCHANGED)
 
     outcome = SubmitOutcome.RETRIED if existing.phase == Phase.FAILED else SubmitOutcome.UPDATED
@@ -155,6 +158,16 @@ def submit_mr(
     )
     session.refresh(existing)
     return SubmitResult(existing, outcome)
+
+
+# merge_blocker codes that only a new commit on the current target clears: the
+# caller's resubmission is how that commit is asked for (GitLab could not rebase).
+_RESUBMIT_CLEARS = frozenset({"conflict", "need_rebase"})
+
+
+def _needs_new_commit(item: MRWorkItem) -> bool:
+    blocker = item.merge_blocker or {}
+    return item.mr_sha is not None and blocker.get("code") in _RESUBMIT_CLEARS
 
 
 def _create(
