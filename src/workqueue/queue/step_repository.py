@@ -303,11 +303,18 @@ def _manufacture(
 
 
 # The events a batch consumed go in the same statement as its dimension rows:
-# different tables, so neither part can see or miss the other's effect.
+# different tables, so neither part can see or miss the other's effect. The
+# items' own changes are flushed first, so a step that ended its item (an event
+# deferring a check, then the executor completing it) writes no deferral: the
+# trigger that clears them (migration 0009) ran before these rows were written.
 _WRITE_STEP_ROWS = (
     "WITH consumed AS (DELETE FROM pending_events WHERE id = ANY(%s::bigint[])) "
     "INSERT INTO work_item_statuses (work_item_id, dimension, variant, status, pending_until) "
-    "SELECT * FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::timestamptz[]) "
+    "SELECT row.id, row.dimension, row.variant, row.status, "
+    "  CASE WHEN item.phase = 'active' THEN row.pending_until END "
+    "FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::timestamptz[]) "
+    "  AS row(id, dimension, variant, status, pending_until) "
+    "JOIN work_items AS item ON item.id = row.id "
     "ON CONFLICT (work_item_id, dimension, variant) DO UPDATE SET "
     "  status = excluded.status, pending_until = excluded.pending_until, updated_at = now()"
 )
