@@ -97,14 +97,17 @@ def test_script_failure_is_never_retried_and_nothing_merges(database_url, simula
             jobs=[JobSpec("unit", status="failed", failure_reason="script_failure")],
         )
         assert send(simulator, service.url, simulator.pipeline_hook(pipeline_id)) == "accepted"
+        # The answer comes once the hook is stored, before the item hears of it: wait
+        # for what the hook says, then for the item to be idle.
         wait_until(
-            lambda: (
-                not httpx.get(f"{service.base_url}/api/work-items/{item_id}", timeout=10).json()[
-                    "actionable"
-                ]
-            ),
+            lambda: item(service.base_url, item_id)["details"]["head_pipeline_id"] == pipeline_id,
             timeout=30,
             what="the event to be handled",
+        )
+        wait_until(
+            lambda: not item(service.base_url, item_id)["actionable"],
+            timeout=30,
+            what="the item idle",
         )
         current = item(service.base_url, item_id)
         assert current["phase"] == "active"
