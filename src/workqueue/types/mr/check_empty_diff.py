@@ -3,7 +3,8 @@
 Runs when `needs_empty_check` is due: periodically
 (`empty_check_interval_seconds` through `pending_until`) and at once after a
 push to the target branch. It first reads the MR, so an MR merged or closed
-meanwhile is reflected instead of being taken for "empty".
+meanwhile is reflected instead of being taken for "empty", and any other news it
+shows (a head pipeline or merge status no webhook reported) raises `needs_reconcile`.
 """
 
 from __future__ import annotations
@@ -42,7 +43,10 @@ class CheckEmptyDiff:
             if reflect_terminal(self._gitlab, context, item, merge_request):
                 context.set_dimension(MRDimension.NEEDS_EMPTY_CHECK, DimensionStatus.FALSE)
                 return
-            record_observed(context, item, merge_request)
+            if record_observed(context, item, merge_request):
+                # News no webhook brought (a lost Pipeline Hook): once stored here, a
+                # drift check would take it for known and nothing would act on it.
+                context.set_dimension(MRDimension.NEEDS_RECONCILE, DimensionStatus.TRUE)
         if branch_differs(self._gitlab, item):
             context.defer(MRDimension.NEEDS_EMPTY_CHECK, self._interval)
             return

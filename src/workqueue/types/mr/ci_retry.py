@@ -43,6 +43,7 @@ from workqueue.types.mr.ci_retry_breaker import RetryCircuitBreaker
 from workqueue.types.mr.ci_retry_delays import RetryDelays
 from workqueue.types.mr.ci_retry_rules import FailedJob, decide, needs_log_tail
 from workqueue.types.mr.config import CIRetryConfig
+from workqueue.types.mr.drift_check import corrections
 from workqueue.types.mr.models import MRDimension, MRWorkItem
 
 NEEDS_CI_RETRY = MRDimension.NEEDS_CI_RETRY
@@ -79,7 +80,7 @@ class CIRetryExecutor:
             context.audit("ci_retry_skipped", no_retry.reason, job_name=name, **no_retry.details)
 
     def _retry(self, context: ExecutionContext, item: MRWorkItem, name: str) -> None:
-        job = self._current_failed_job(item, name)
+        job = self._current_failed_job(context, item, name)
         facts = FailedJob(job.name, job.stage, job.failure_reason)
         tail = self._log_tail(item, job) if needs_log_tail(facts, self._config.rules) else None
         retries_done = int(item.ci_retry_counts.get(name, 0))
@@ -143,11 +144,13 @@ class CIRetryExecutor:
             **details,
         )
 
-    def _current_failed_job(self, item: MRWorkItem, name: str) -> JobInfo:
+    def _current_failed_job(
+        self, context: ExecutionContext, item: MRWorkItem, name: str
+    ) -> JobInfo:
         """The job to decide about; `_NoRetry` when there is none worth deciding about."""
         if not name:
             raise _NoRetry("needs_ci_retry without a job name")
-        merge_request, jobs = self._head_pipeline_jobs(item)
+        merge_request, jobs = self._head_pipeline_jobs(context, item)
         pipeline_id = item.head_pipeline_id
         named = [job for job in jobs if job.name == name]
         if not named:
@@ -168,13 +171,21 @@ class CIRetryExecutor:
             raise _NoRetry(f"job {job.id} is allowed to fail: its failure blocks nothing", **facts)
         return job
 
-    def _head_pipeline_jobs(self, item: MRWorkItem) -> tuple[MergeRequestInfo, list[JobInfo]]:
-        """The open MR and the latest jobs of its head pipeline, which must be the item's."""
+    def _head_pipeline_jobs(
+        self, context: ExecutionContext, item: MRWorkItem
+    ) -> tuple[MergeRequestInfo, list[JobInfo]]:
+        """The open MR and the latest jobs of its head pipeline, which must be the item's.
+
+        The MR read may show what no webhook reported (a green pipeline whose hook was
+        lost): `reconcile_mr` is asked to look, since the Job Hook that brought us here
+        also pushed the item's drift check back (`drift_check`)."""
         if item.mr_iid is None or item.head_pipeline_id is None:
             raise _NoRetry("the item has no MR or no head pipeline yet")
         pipeline_id = item.head_pipeline_id
         try:
             merge_request = self._gitlab.merge_request(item.project, item.mr_iid)
+            if corrections(item, merge_request):
+                context.set_dimension(MRDimension.NEEDS_RECONCILE, DimensionStatus.TRUE)
             if merge_request.state != "opened":
                 raise _NoRetry(f"the MR is {merge_request.state}")
             if merge_request.head_pipeline_id != pipeline_id:
