@@ -153,7 +153,7 @@ def test_what_is_remembered_keeps_a_persons_fields_out():
     shown = meta("Held", "Wait for QA", "bot", "sync")
     plan = plan_update(SET, shown, WANTED)
     answer = meta("Held", "Wait for QA", "bot", "kernel")
-    remembered = plan.remembered(SET, answer, WANTED.labels)
+    remembered = plan.remembered(SET, answer)
     # Still what the service set, so the person's edit keeps counting as theirs...
     assert (remembered.title, remembered.description) == (SET.title, SET.description)
     # ...and the labels are the ones this submission named.
@@ -161,9 +161,28 @@ def test_what_is_remembered_keeps_a_persons_fields_out():
     assert SetMetadata.from_stored(remembered.stored()) == remembered
 
 
+@pytest.mark.parametrize(
+    ("set_before", "shown", "wanted", "ours"),
+    [
+        # A person's label the submission names is already there: still the person's.
+        (SET, ("bot", "sync", "hold"), ("bot", "sync", "hold"), {"bot", "sync"}),
+        # One the service adds is its own; one it set and still names stays its own.
+        (SET, ("bot", "sync"), ("bot", "kernel"), {"bot", "kernel"}),
+        # One it set that a person removed stays remembered, so it stays removed.
+        (SET, ("bot",), ("bot", "sync"), {"bot", "sync"}),
+        # Nothing remembered (before 0017): only what it adds now becomes its own.
+        (None, ("bot", "hold"), ("bot", "hold", "kernel"), {"kernel"}),
+    ],
+)
+def test_labels_are_the_services_only_when_it_set_them(set_before, shown, wanted, ours):
+    plan = plan_update(set_before, meta("Sync", "Automated", *shown), meta("Sync", "A", *wanted))
+    remembered = plan.remembered(set_before, meta("Sync", "A", *(set(shown) | set(wanted))))
+    assert remembered.labels == {digest(label) for label in ours}
+
+
 def test_gitlabs_answer_is_remembered_not_what_was_sent():
     plan = plan_update(SET, meta("Sync", "Automated"), meta("Sync v2  ", "Automated"))
-    remembered = plan.remembered(SET, meta("Sync v2", "Automated"), [])
+    remembered = plan.remembered(SET, meta("Sync v2", "Automated"))
     assert remembered.title == digest("Sync v2")
 
 

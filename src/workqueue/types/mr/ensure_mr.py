@@ -276,9 +276,7 @@ class EnsureMR:
             merge_request = self._gitlab.update_merge_request(
                 item.project, merge_request.iid, **plan.changes
             )
-        item.mr_metadata_set = plan.remembered(
-            before, _metadata(merge_request), item.labels
-        ).stored()
+        item.mr_metadata_set = plan.remembered(before, _metadata(merge_request)).stored()
         return merge_request
 
 

@@ -12,13 +12,19 @@ still shows that value:
 
 | label | what the update does |
 | --- | --- |
-| named by the submission, missing, not named before | added |
-| named by the submission and before, missing | left missing: a person removed it |
-| named before, not now, present | removed |
-| never named by the service | never touched |
+| named by the submission, missing, not set before | added |
+| named by the submission and set before, missing | left missing: a person removed it |
+| set before, not named now, present | removed |
+| never set by the service | never touched |
+
+A label is remembered as the service's (*set*) only when the service added it,
+or set it before and its submission still names it: a label a person had put on
+the MR before a submission named it stays the person's, so dropping it from a
+later submission never takes a person's hold (`do-not-merge`) off.
 
 Nothing remembered (an MR opened before migration 0017): the title, draft and
-description are taken as the service's, and no label is removed.
+description are taken as the service's, and no label is removed (the labels
+already on it are never taken for the service's).
 
 A kept title keeps its draft prefix as the person wrote it; a kept draft on
 the service's own title is written as the person's prefix plus the new title.
@@ -28,6 +34,7 @@ normalisation (stripped titles, say) never looks like a person's edit.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from collections.abc import Collection, Mapping
@@ -68,7 +75,7 @@ class SetMetadata:
     title: str  # digest of the title without its draft prefix
     draft: bool
     description: str  # digest
-    labels: frozenset[str]  # digests of the labels its last submission named
+    labels: frozenset[str]  # digests of the labels it set and its last submission named
 
     def stored(self) -> dict[str, Any]:
         return {
@@ -121,19 +128,20 @@ class MetadataUpdate:
     title_ours: bool
     draft_ours: bool
     description_ours: bool
+    # Digests of the labels the service holds after `changes`: those it adds now and
+    # those it set before that the submission still names (never a person's).
+    labels_ours: frozenset[str] = frozenset()
 
-    def remembered(
-        self, before: SetMetadata | None, answer: MRMetadata, named_labels: Collection[str]
-    ) -> SetMetadata:
+    def remembered(self, before: SetMetadata | None, answer: MRMetadata) -> SetMetadata:
         """What the service has set once `changes` are applied and GitLab `answer`ed."""
-        now = SetMetadata.of(answer, named_labels)
+        now = SetMetadata.of(answer, ())
         if before is None:
-            return now
+            return dataclasses.replace(now, labels=self.labels_ours)
         return SetMetadata(
             title=now.title if self.title_ours else before.title,
             draft=now.draft if self.draft_ours else before.draft,
             description=now.description if self.description_ours else before.description,
-            labels=now.labels,
+            labels=self.labels_ours,
         )
 
 
@@ -167,6 +175,11 @@ def plan_update(
         )
     labels, kept_labels = _label_changes(set_before, shown.labels, wanted.labels)
     changes.update(labels)
+    named_before = set_before.labels if set_before is not None else frozenset()
+    added = labels.get("add_labels", [])
+    labels_ours = frozenset(digest(label) for label in added) | frozenset(
+        digest(label) for label in wanted.labels if digest(label) in named_before
+    )
     if kept_labels is not None:
         kept.append(kept_labels)
     return MetadataUpdate(
@@ -175,6 +188,7 @@ def plan_update(
         title_ours=title_ours,
         draft_ours=draft_ours,
         description_ours=description_ours,
+        labels_ours=labels_ours,
     )
 
 
