@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import select
 import socket
@@ -41,22 +42,34 @@ class ChannelListener:
         self._on_connected = on_connected
         self._description = description
         self._stop = threading.Event()
-        self._stop_signal, self._stop_sender = socket.socketpair()
+        # Made by start() and closed by the thread as it ends: a listener that is
+        # never started holds no sockets.
+        self._stop_signal: socket.socket | None = None
+        self._stop_sender: socket.socket | None = None
         self._thread = threading.Thread(target=self._run, name=thread_name, daemon=True)
 
     def start(self) -> None:
+        self._stop_signal, self._stop_sender = socket.socketpair()
         self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
-        self._stop_sender.send(b"x")
+        if self._stop_sender is not None:
+            with contextlib.suppress(OSError):  # the thread has ended and closed it
+                self._stop_sender.send(b"x")
         if self._thread.ident is not None:  # never started: nothing to wait for
             self._thread.join(timeout)
-        if not self._thread.is_alive():
-            self._stop_signal.close()
-            self._stop_sender.close()
 
     def _run(self) -> None:
+        try:
+            if self._stop_signal is not None:  # always: start() made it
+                self._listen_until_stopped(self._stop_signal)
+        finally:
+            for end in (self._stop_signal, self._stop_sender):
+                if end is not None:
+                    end.close()
+
+    def _listen_until_stopped(self, stop_signal: socket.socket) -> None:
         delay = 0.2
         while not self._stop.is_set():
             try:
@@ -66,7 +79,7 @@ class ChannelListener:
                     # Anything sent while we were not listening was lost: the
                     # manager sweeps once per (re)connection to catch up.
                     self._on_connected()
-                    while self._wait_readable(connection):
+                    while self._wait_readable(connection, stop_signal):
                         # What has arrived, without waiting for more.
                         for notification in connection.notifies(timeout=0):
                             self._on_notify(notification.payload)
@@ -77,12 +90,13 @@ class ChannelListener:
                 self._stop.wait(delay)
                 delay = min(delay * 2, 10.0)
 
-    def _wait_readable(self, connection: psycopg.Connection[tuple[object, ...]]) -> bool:
+    def _wait_readable(
+        self, connection: psycopg.Connection[tuple[object, ...]], stop_signal: socket.socket
+    ) -> bool:
         """Wait until the connection has something to read; False once stopping."""
         while not self._stop.is_set():
-            stop_signal = self._stop_signal.fileno()
-            readable, _, _ = select.select([connection.fileno(), stop_signal], [], [])
-            if stop_signal in readable or self._stop.is_set():
+            readable, _, _ = select.select([connection.fileno(), stop_signal.fileno()], [], [])
+            if stop_signal.fileno() in readable or self._stop.is_set():
                 return False
             if readable:
                 return True
