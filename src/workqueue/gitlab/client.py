@@ -27,6 +27,7 @@ from workqueue.gitlab.models import (
     BranchInfo,
     CommitInfo,
     CompareInfo,
+    FileFingerprint,
     JobInfo,
     MergeRequestInfo,
     MergeTrainCarInfo,
@@ -36,6 +37,7 @@ from workqueue.gitlab.models import (
     parse_branch,
     parse_commit,
     parse_compare,
+    parse_file_fingerprint,
     parse_job,
     parse_list,
     parse_merge_request,
@@ -59,6 +61,7 @@ PROJECT_CACHE_SECONDS = 300.0
 MAX_CACHED_PROJECTS = 4096
 _BRANCH_NOT_FOUND = "404 Branch Not Found"
 _CAR_NOT_FOUND = "404 Merge Train Merge Request Not Found"
+_FILE_NOT_FOUND = "404 File Not Found"
 
 
 def _enc(value: str | int) -> str:
@@ -446,6 +449,21 @@ class GitLabClient:
         return self._transport.get(
             "commits.get", f"{self._repo(project)}/commits/{_enc(sha)}", parse_commit
         )
+
+    def file_fingerprint(self, project: ProjectRef, path: str, ref: str) -> FileFingerprint | None:
+        """The sha256 and executable bit of the file `path` at `ref`; None when there is no
+        such file at that ref (`GET repository/files/:path`)."""
+        try:
+            return self._transport.get(
+                "repository_files.get",
+                f"{self._repo(project)}/files/{_enc(path)}",
+                parse_file_fingerprint,
+                query={"ref": ref},
+            )
+        except PermanentGitLabError as error:
+            if error.status == 404 and error.message == _FILE_NOT_FOUND:
+                return None
+            raise
 
     def add_note(self, project: ProjectRef, iid: int, body: str) -> int:
         """Comment on the MR; returns the note id."""

@@ -57,6 +57,14 @@ class CommitInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class FileFingerprint:
+    """A file at a ref, as the repository files API describes it (no content kept)."""
+
+    content_sha256: str
+    executable: bool
+
+
+@dataclass(frozen=True, slots=True)
 class BranchInfo:
     name: str
     sha: str  # = commit.sha
@@ -277,6 +285,14 @@ def parse_branch(data: Any) -> BranchInfo:
         protected=fields.flag("protected"),
         default=fields.flag("default"),
         commit=head,
+    )
+
+
+def parse_file_fingerprint(data: Any) -> FileFingerprint:
+    fields = _Fields(data, "file")
+    return FileFingerprint(
+        content_sha256=fields.text("content_sha256"),
+        executable=fields.flag("execute_filemode"),
     )
 
 

@@ -35,7 +35,8 @@ two questions, answered here from what GitLab reported:
 * **Is a rebased head ours?** After the service asked GitLab to rebase its
   commit, the new head is the service's when `is_own_rebase` says so: the only
   commit on top of the target, stamped for the item and its content, made by
-  the service's user.
+  the service's user. Since a pusher can forge all of that, its content is
+  checked too (`own_content`), as for a head taken for an unrecorded push.
 
 * **Which open MRs of the branch are ours?** Those authored by the service's
   user from the project itself (not from a fork) into the item's target.

@@ -33,6 +33,7 @@ from workqueue.types.mr.content_rules import ci_config_files
 from workqueue.types.mr.models import MRDimension, MRWorkItem
 from workqueue.types.mr.mr_metadata import MRMetadata, SetMetadata, plan_update
 from workqueue.types.mr.mr_outcomes import finish_empty
+from workqueue.types.mr.own_content import content_mismatch
 from workqueue.types.mr.policy import target_problem
 
 
@@ -206,6 +207,10 @@ class EnsureMR:
             return None  # nothing pushed, or a deliberate re-run over the recorded push
         message = head.commit.message
         if stamped_item(message) != item.id or stamped_content(message) != item.content_hash:
+            return None
+        # The stamp and the author are whatever the pusher wrote: a commit dressed up as
+        # this push must also carry exactly its content, else it is pushed over.
+        if content_mismatch(self._gitlab, item.project, head.commit, item.file_actions):
             return None
         return head.commit
 

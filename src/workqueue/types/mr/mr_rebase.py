@@ -11,9 +11,12 @@ background; while `rebase_in_progress` the MR is `gitlab_checking`.
 |-----------------------------------------------------|--------------------------------------|
 | a new head that `authorship.is_own_rebase` accepts  | it becomes `mr_sha` (audited         |
 |   (one stamped commit of the service's user on the  |   `mr_rebased`): a new pipeline, then |
-|   target)                                           |   the merge                          |
+|   target) and that carries exactly the submitted    |   the merge                          |
+|   content (`own_content`)                           |                                      |
 | a new head it does not accept (a person's commit   | recorded as `foreign_head_sha`:       |
-|   came along, or a person rebased)                  |   `foreign_commits`, never merged    |
+|   came along, a person rebased, or the content      |   `foreign_commits`, never merged    |
+|   differs: a forged commit, or a file GitLab merged |                                      |
+|   with the target's own changes to it)              |                                      |
 | the same head, still needing a rebase               | `conflict` (GitLab's `merge_error`); |
 |                                                     |   not asked again for this head      |
 
@@ -33,6 +36,7 @@ from workqueue.types.mr.authorship import is_own_rebase
 from workqueue.types.mr.merge_attempts import MergeAttempts
 from workqueue.types.mr.merge_blockers import BlockerCode, MergeBlocker
 from workqueue.types.mr.models import MRWorkItem
+from workqueue.types.mr.own_content import content_mismatch
 
 # Merge methods that need the target head in the MR's source branch.
 FAST_FORWARD_METHODS = frozenset({"ff", "rebase_merge"})
@@ -68,13 +72,19 @@ class Rebases:
             return False
         commit = self._gitlab.get_commit(item.project, head)
         added = self._gitlab.compare(item.project, item.target_branch, head).commit_shas
-        if is_own_rebase(
+        own = is_own_rebase(
             commit,
             added_commits=added,
             item_id=item.id,
             content_hash=item.content_hash,
             service_user=self._gitlab.current_user(),
-        ):
+        )
+        # Git lets a pusher write any author and message: what is merged must be the
+        # submitted content itself (`own_content`), whoever made the commit.
+        mismatch = (
+            content_mismatch(self._gitlab, item.project, commit, item.file_actions) if own else None
+        )
+        if own and mismatch is None:
             context.audit(
                 "mr_rebased", mr_iid=item.mr_iid, before=item.mr_sha, after=head, by="gitlab"
             )
@@ -83,9 +93,16 @@ class Rebases:
             item.head_pipeline_id = item.head_pipeline_sha = item.head_pipeline_status = None
             return True
         item.foreign_head_sha = head
+        reason = "the head after the rebase is not the service's rebased commit"
+        if mismatch is not None:
+            reason = (
+                "the head after the rebase does not carry exactly the submitted content "
+                f"({mismatch}: GitLab merged it with changes on the target, or someone "
+                "rewrote it); resubmit content for the new target"
+            )
         context.audit(
             "mr_branch_foreign",
-            reason="the head after the rebase is not the service's rebased commit; not merging it",
+            reason=f"{reason}; not merging it",
             foreign_head_sha=head,
             branch=item.source_branch,
         )
