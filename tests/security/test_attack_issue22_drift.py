@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "integration" / "mr"))
 
 from harness import wait_until
 from mr_harness import PROJECT
-from test_mr_lifecycle_support import gitlab, lifecycle
+from test_mr_lifecycle_support import BRANCH, gitlab, lifecycle
 
 from workqueue.queue.models import Phase
 from workqueue.testing.gitlab_simulator import JobSpec
@@ -67,3 +67,26 @@ def test_a_stream_of_failed_job_hooks_does_not_hide_a_green_pipeline(sessions):
         # Not merely once the stream stops: while it lasts (the bound is one period).
         assert world.item(item_id).phase == Phase.COMPLETED
         assert world.detail(item_id).completion_reason == "merged"
+
+
+def drift(world, name):
+    return world.registry.get("mr").counters[name].read()
+
+
+def test_a_foreign_head_is_one_correction_not_one_every_drift_period(sessions):
+    """A person's push whose hook was lost is found once; the drift checks after it must
+    not find it again every period (a reconcile, an audit entry and a correction each
+    time: GitLab calls doubled and the lost-hooks alert firing for ever)."""
+    with gitlab() as simulator, lifecycle(sessions, simulator, drift_check_seconds=0.2) as world:
+        item_id, _ = world.open_mr()
+        simulator.push(PROJECT, BRANCH, {"patches/mine.patch": "+mine\n"}, message="Mine")
+        wait_until(
+            lambda: (world.detail(item_id).merge_blocker or {}).get("code") == "foreign_commits",
+            what="the foreign head found",
+        )
+        start = drift(world, "drift_checks")[()]
+        wait_until(
+            lambda: drift(world, "drift_checks")[()] >= start + 3, what="three more drift checks"
+        )
+        assert drift(world, "drift_corrections")[("head",)] == 1
+        assert world.item(item_id).phase == Phase.ACTIVE

@@ -78,6 +78,10 @@ def knowing(merge_request: MergeRequestInfo, **fields: object) -> MRWorkItem:
         ({}, {"head_pipeline_id": None, "head_pipeline_sha": None}, ["pipeline"]),
         ({"sha": OTHER}, {}, ["head"]),
         ({"sha": OTHER}, {"foreign_head_sha": OTHER}, []),  # a foreign head already seen
+        # A foreign head already shown as foreign_commits; and back on ours, news again.
+        ({"sha": OTHER}, {"merge_blocker": {"code": "foreign_commits"}}, []),
+        ({}, {"merge_blocker": {"code": "foreign_commits"}}, ["head"]),
+        ({}, {"merge_blocker": {"code": "foreign_commits"}, "foreign_head_sha": OTHER}, []),
         ({}, {"detailed_merge_status": "not_approved"}, ["approval"]),
         ({}, {"detailed_merge_status": "ci_still_running"}, ["merge_status"]),
         (

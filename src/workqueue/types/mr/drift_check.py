@@ -18,7 +18,8 @@ So every active item whose MR exists has `needs_drift_check` deferred by
 
 Corrections are counted by kind: `merged`, `closed` (the MR's state),
 `head` (its head is neither the service's commit nor a foreign head already
-recorded), `pipeline` (head pipeline id, sha or status), `approval` (the
+recorded or shown as `foreign_commits`; or it is the service's commit again
+while `foreign_commits` is shown), `pipeline` (head pipeline id, sha or status), `approval` (the
 status left `not_approved`) and `merge_status` (any other change of
 `detailed_merge_status`). Answers from before GitLab 15.6 carry no detailed
 status; only the state, head and pipeline are compared for them.
@@ -77,7 +78,14 @@ def corrections(item: MRWorkItem, merge_request: MergeRequestInfo) -> list[str]:
     if merge_request.state in {"merged", "closed"}:
         return [merge_request.state]
     found = []
+    # A head that is not the service's is already shown as foreign_commits: reconciling
+    # again would only say so again (every period, for ever). Back on the service's
+    # commit, that is news to reconcile.
+    shown_foreign = (item.merge_blocker or {}).get("code") == "foreign_commits"
     if merge_request.sha not in {item.mr_sha, item.foreign_head_sha}:
+        if not shown_foreign:
+            found.append("head")
+    elif shown_foreign and item.foreign_head_sha is None and merge_request.sha == item.mr_sha:
         found.append("head")
     seen = (item.head_pipeline_id, item.head_pipeline_sha, item.head_pipeline_status)
     shown = (
