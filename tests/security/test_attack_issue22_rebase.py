@@ -62,6 +62,20 @@ def test_a_forged_rebase_of_the_services_commit_is_never_merged(sessions):
         assert world.merge_calls() == []
         assert simulator.read_file(PROJECT, "main", "patches/evil.patch") is None
         assert world.item(item_id).phase == Phase.ACTIVE
+        # A conflict the caller resolves as any other: the same content is pushed anew,
+        # over the forged commit, and that is what merges.
+        assert world.detail(item_id).merge_blocker["code"] == "conflict"
+        result = submit(world.sessions, world.registry, body())
+        assert result.outcome == "updated"
+        world.manager.notify(item_id)
+        world.wait_settled()
+        fresh = world.detail(item_id).mr_sha
+        assert fresh not in {pushed, forged}
+        assert simulator.branch_head(PROJECT, BRANCH) == fresh
+        world.send(item_id, world.pipeline_hook(green_pipeline(world, iid)))
+        world.wait_phase(item_id, Phase.COMPLETED)
+        assert simulator.read_file(PROJECT, "main", "patches/evil.patch") is None
+        assert simulator.read_file(PROJECT, "main", "kernel.spec") == b"Version: 2\n"
 
 
 def test_a_forged_commit_is_not_taken_for_the_services_own_push_on_a_resubmission(sessions):

@@ -82,7 +82,8 @@ def corrections(item: MRWorkItem, merge_request: MergeRequestInfo) -> list[str]:
     # again would only say so again (every period, for ever). Back on the service's
     # commit, that is news to reconcile.
     shown_foreign = (item.merge_blocker or {}).get("code") == "foreign_commits"
-    if merge_request.sha not in {item.mr_sha, item.foreign_head_sha}:
+    refused = (item.merge_attempts or {}).get("rebase_refused")  # a conflict shown
+    if merge_request.sha not in {item.mr_sha, item.foreign_head_sha, refused}:
         if not shown_foreign:
             found.append("head")
     elif shown_foreign and item.foreign_head_sha is None and merge_request.sha == item.mr_sha:

@@ -10,6 +10,8 @@ afresh, so nothing learnt about an older commit holds the new one back.
   the item (events only make it look).
 * **Rebase.** `rebase_requested`: the service asked GitLab to rebase this head;
   a head GitLab still shows after the rebase ran means it could not.
+  `rebase_refused`: the new head the rebase left, when it does not carry exactly
+  the submitted content (`own_content`): a `conflict`, never merged.
 * **Merge train.** `in_train` while a car the service added is on the train;
   `train_drops` counts cars GitLab dropped. A dropped car is added once more,
   after a green pipeline other than the one shown when it was dropped
@@ -47,6 +49,8 @@ class MergeAttempts:
     refused_at: datetime | None = None
     retry_at: datetime | None = None
     rebase_requested: bool = False
+    # The head GitLab's rebase left that does not carry exactly the submitted content.
+    rebase_refused: str | None = None
     in_train: bool = False
     train_drops: int = 0
     # (id, status) of the head pipeline when the car was found dropped.
@@ -67,6 +71,7 @@ class MergeAttempts:
             refused_at=_time(stored.get("refused_at")),
             retry_at=_time(stored.get("retry_at")),
             rebase_requested=bool(stored.get("rebase_requested")),
+            rebase_refused=stored.get("rebase_refused"),
             in_train=bool(stored.get("in_train")),
             train_drops=int(stored.get("train_drops") or 0),
             dropped_pipeline=(dropped[0], dropped[1]) if dropped else None,

@@ -14,9 +14,10 @@ background; while `rebase_in_progress` the MR is `gitlab_checking`.
 |   target) and that carries exactly the submitted    |   the merge                          |
 |   content (`own_content`)                           |                                      |
 | a new head it does not accept (a person's commit   | recorded as `foreign_head_sha`:       |
-|   came along, a person rebased, or the content      |   `foreign_commits`, never merged    |
-|   differs: a forged commit, or a file GitLab merged |                                      |
-|   with the target's own changes to it)              |                                      |
+|   came along, or a person rebased)                  |   `foreign_commits`, never merged    |
+| a stamped commit of the service's user whose        | `conflict` (`rebase_refused`), never  |
+|   content differs (a file GitLab merged with the    |   merged; a resubmission pushes anew |
+|   target's changes to it, or a forged commit)       |   over it                            |
 | the same head, still needing a rebase               | `conflict` (GitLab's `merge_error`); |
 |                                                     |   not asked again for this head      |
 
@@ -66,7 +67,7 @@ class Rebases:
             not attempts.rebase_requested
             or merge_request.rebase_in_progress
             or head is None
-            or head in {item.mr_sha, item.foreign_head_sha}
+            or head in {item.mr_sha, item.foreign_head_sha, attempts.rebase_refused}
             or item.target_branch is None
         ):
             return False
@@ -92,17 +93,22 @@ class Rebases:
             # The pipeline recorded so far ran on the commit before the rebase.
             item.head_pipeline_id = item.head_pipeline_sha = item.head_pipeline_status = None
             return True
-        item.foreign_head_sha = head
-        reason = "the head after the rebase is not the service's rebased commit"
         if mismatch is not None:
-            reason = (
-                "the head after the rebase does not carry exactly the submitted content "
-                f"({mismatch}: GitLab merged it with changes on the target, or someone "
-                "rewrote it); resubmit content for the new target"
+            # GitLab merged a file with the target's own changes to it, or someone
+            # rewrote the commit: not the submission, so a conflict to resubmit for.
+            attempts.rebase_refused = head
+            context.audit(
+                "mr_rebase_refused",
+                reason="the head after the rebase does not carry exactly the submitted "
+                f"content ({mismatch}); not merging it",
+                mr_iid=item.mr_iid,
+                head=head,
             )
+            return False
+        item.foreign_head_sha = head
         context.audit(
             "mr_branch_foreign",
-            reason=f"{reason}; not merging it",
+            reason="the head after the rebase is not the service's rebased commit; not merging it",
             foreign_head_sha=head,
             branch=item.source_branch,
         )
@@ -120,10 +126,9 @@ class Rebases:
     ) -> MergeBlocker | None:
         """What a rebase makes of `blocker`: the blocker to show instead, or None when
         no rebase is in question (then `blocker` stands). May ask GitLab to rebase."""
-        if merge_request.rebase_in_progress:
-            return MergeBlocker(
-                BlockerCode.GITLAB_CHECKING, "GitLab is rebasing the MR", transient=True
-            )
+        after = _after_rebase(item, merge_request, attempts)
+        if after is not None:
+            return after
         if not _needs_rebase(merge_request, blocker, merge_method):
             return None
         head = merge_request.sha
@@ -177,6 +182,23 @@ class Rebases:
             f"the service asked GitLab to rebase the MR onto {target}",
             transient=True,
         )
+
+
+def _after_rebase(
+    item: MRWorkItem, merge_request: MergeRequestInfo, attempts: MergeAttempts
+) -> MergeBlocker | None:
+    """What a rebase running, or one whose result was refused, shows; None otherwise."""
+    if merge_request.rebase_in_progress:
+        return MergeBlocker(
+            BlockerCode.GITLAB_CHECKING, "GitLab is rebasing the MR", transient=True
+        )
+    if attempts.rebase_refused is not None and merge_request.sha == attempts.rebase_refused:
+        return MergeBlocker(
+            BlockerCode.CONFLICT,
+            f"GitLab's rebase of the MR onto {item.target_branch} does not carry exactly "
+            "the submitted content (resubmit content for the new target)",
+        )
+    return None
 
 
 def _needs_rebase(
