@@ -423,3 +423,33 @@ def test_circuit_breaker_pauses_retries_across_items_and_resumes(
         wait_until(lambda: settled(sessions), timeout=15)
         assert not herder.breaker.is_open()
         assert detail(sessions, paused).ci_retry_counts == {JOB: 1}
+
+
+# -- merged-results pipelines -----------------------------------------------------------------
+
+COMMIT_ROUTE = "/projects/:id/repository/commits/:sha"
+
+
+def test_a_failed_job_of_a_merged_results_pipeline_of_the_head_is_retried(
+    scene_factory, sessions, simulator
+):
+    with scene_factory() as (scene, _):
+        item_id, iid = scene.new_item()
+        simulator.push(PROJECT, "main", {"README.md": "# moved on\n"})
+        pipeline_id = simulator.create_pipeline(
+            PROJECT, merge_request_iid=iid, merged_results=True, jobs=[failed()]
+        )
+        merge_commit = simulator.pipeline(pipeline_id)["sha"]
+        assert merge_commit != detail(sessions, item_id).mr_sha  # a temporary merge commit
+        scene.point_at(item_id, pipeline_id)
+        simulator.reset_requests()
+        scene.run(item_id, JOB)
+        jobs = jobs_named(simulator, pipeline_id)
+        assert len(jobs) == 2
+        assert jobs[-1]["status"] == "pending"  # the retry GitLab made
+        assert detail(sessions, item_id).ci_retry_counts == {JOB: 1}
+        # The runner breaks again: the merge commit, read once, is not read again.
+        simulator.set_job_status(jobs[-1]["id"], "failed", failure_reason="runner_system_failure")
+        scene.run(item_id, JOB)
+        assert len(jobs_named(simulator, pipeline_id)) == 3
+        assert simulator.request_count("GET", COMMIT_ROUTE) == 1

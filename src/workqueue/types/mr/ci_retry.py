@@ -44,6 +44,8 @@ from workqueue.types.mr.ci_retry_delays import RetryDelays
 from workqueue.types.mr.ci_retry_rules import FailedJob, decide, needs_log_tail
 from workqueue.types.mr.config import CIRetryConfig
 from workqueue.types.mr.drift_check import corrections
+from workqueue.types.mr.merge_attempts import MergeAttempts
+from workqueue.types.mr.merged_results import merged_result_tests_head
 from workqueue.types.mr.models import MRDimension, MRWorkItem
 
 NEEDS_CI_RETRY = MRDimension.NEEDS_CI_RETRY
@@ -158,11 +160,14 @@ class CIRetryExecutor:
         job = max(named, key=lambda candidate: candidate.id)
         facts: dict[str, Any] = {"job_id": job.id, "pipeline_id": pipeline_id}
         known_sha = item.head_pipeline_sha
-        if job.sha != merge_request.sha or (known_sha is not None and job.sha != known_sha):
+        ran_on_head = job.sha == merge_request.sha or self._on_merged_result(
+            item, merge_request, job
+        )
+        if not ran_on_head or (known_sha is not None and job.sha != known_sha):
             recorded = f" (the item's head pipeline ran on {known_sha})" if known_sha else ""
             raise _NoRetry(
-                f"job {job.id} ran on {job.sha or 'an unknown commit'}, not on the MR's head "
-                f"{merge_request.sha or '(none)'}{recorded}",
+                f"job {job.id} ran on {job.sha or 'an unknown commit'}, neither on the MR's "
+                f"head {merge_request.sha or '(none)'} nor on a merged result of it{recorded}",
                 **facts,
             )
         if job.status != "failed":
@@ -170,6 +175,22 @@ class CIRetryExecutor:
         if job.allow_failure:
             raise _NoRetry(f"job {job.id} is allowed to fail: its failure blocks nothing", **facts)
         return job
+
+    def _on_merged_result(
+        self, item: MRWorkItem, merge_request: MergeRequestInfo, job: JobInfo
+    ) -> bool:
+        """Whether the job ran on the head pipeline's commit and that pipeline is a merged
+        result of the recorded head, confirmed as `reconcile_mr` confirms it before a merge
+        (the confirmation is kept in `merge_attempts`, so either reads the commit once)."""
+        if job.sha is None or job.sha != merge_request.head_pipeline_sha:
+            return False
+        attempts = MergeAttempts.load(item.merge_attempts, item.mr_sha)
+        if not merged_result_tests_head(self._gitlab, item, merge_request, attempts):
+            return False
+        stored = attempts.stored()
+        if stored != item.merge_attempts:
+            item.merge_attempts = stored
+        return True
 
     def _head_pipeline_jobs(
         self, context: ExecutionContext, item: MRWorkItem

@@ -63,6 +63,7 @@ from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.merge_attempts import MergeAttempts
 from workqueue.types.mr.merge_blockers import MergeBlocker, merge_blocker
 from workqueue.types.mr.merge_call import Merging, Verdict, refused_blocker
+from workqueue.types.mr.merged_results import merged_result_tests_head
 from workqueue.types.mr.models import MRDimension, MRWorkItem
 from workqueue.types.mr.mr_outcomes import record_observed, reflect_terminal, show_blocker
 from workqueue.types.mr.mr_rebase import FAST_FORWARD_METHODS, Rebases
@@ -142,7 +143,7 @@ class ReconcileMR:
         on_train = train and self._merging.train_state(context, item, merge_request, attempts)
         if on_train:
             return on_train, None
-        tested = self._merged_result_tests_head(item, merge_request, attempts)
+        tested = merged_result_tests_head(self._gitlab, item, merge_request, attempts)
         blocker = merge_blocker(item, merge_request, pipeline_tests_head=tested)
         rebase = self._rebases.blocker(
             context, item, merge_request, attempts, blocker, merge_method=project.merge_method
@@ -156,26 +157,6 @@ class ReconcileMR:
         if train and (gate := self._merging.train_gate(merge_request, attempts)):
             return gate, None
         return self._merging.merge(context, item, attempts, now, train=train)
-
-    def _merged_result_tests_head(
-        self, item: MRWorkItem, merge_request: MergeRequestInfo, attempts: MergeAttempts
-    ) -> bool:
-        """Whether the head pipeline, on another sha, is a merged result of the head: its
-        ref is the MR's merge ref and its commit (read from GitLab once per pipeline)
-        has the head among its parents."""
-        head, sha = merge_request.sha, merge_request.head_pipeline_sha
-        pipeline_id = merge_request.head_pipeline_id
-        if head is None or head != item.mr_sha or pipeline_id is None or sha in {None, head}:
-            return False
-        if merge_request.head_pipeline_ref != f"refs/merge-requests/{merge_request.iid}/merge":
-            return False
-        assert sha is not None  # noqa: S101 - checked just above
-        if attempts.merged_result == (pipeline_id, sha):
-            return True
-        if head not in self._gitlab.get_commit(item.project, sha).parent_ids:
-            return False  # a merged result of another commit: tests nothing we merge
-        attempts.merged_result = (pipeline_id, sha)
-        return True
 
     def _flag_failed_jobs(
         self, context: ExecutionContext, item: MRWorkItem, pipeline_id: int | None
