@@ -214,18 +214,30 @@ def test_periodic_empty_check_reschedules_and_finds_an_empty_diff(sessions):
         lifecycle(sessions, simulator, empty_check_interval_seconds=0.3) as world,
     ):
         item_id, iid = world.open_mr()
-        first = world.dimensions(item_id)[("needs_empty_check", "")].pending_until
+
+        def scheduled() -> datetime | None:
+            # Between a check being woken (pending_until cleared) and its
+            # reschedule committing, the row briefly has no pending_until.
+            return world.dimensions(item_id)[("needs_empty_check", "")].pending_until
+
+        seen: list[datetime] = []
+
+        def noted_when_scheduled() -> bool:
+            at = scheduled()
+            if at is not None:
+                seen.append(at)
+            return at is not None
+
+        wait_until(noted_when_scheduled, timeout=15, what="a check to be scheduled")
+        first = seen[0]
         wait_until(
             lambda: simulator.request_count("GET", COMPARE_ROUTE) >= 4,
             timeout=15,
             what="a few periodic checks",
         )
-        assert first is not None
 
         def rescheduled_later() -> bool:
-            # Between a check being woken (pending_until cleared) and its
-            # reschedule committing, the row briefly has no pending_until.
-            later = world.dimensions(item_id)[("needs_empty_check", "")].pending_until
+            later = scheduled()
             return later is not None and later > first
 
         wait_until(rescheduled_later, timeout=15, what="the next check to be scheduled")
