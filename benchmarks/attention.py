@@ -38,7 +38,7 @@ from workqueue.db.embedded import EmbeddedPostgres
 from workqueue.db.engine import build_engine, build_sessions
 from workqueue.db.migrate import upgrade_to_head
 from workqueue.db.url import libpq_conninfo
-from workqueue.queue.audit import AuditEntry, AuditLog
+from workqueue.queue.audit.log import AuditEntry, AuditLog
 from workqueue.queue.registry import TypeRegistry
 from workqueue.types.mr.models import MRWorkItem
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from workqueue.api.webhook_config import WebhooksConfig
 from workqueue.attention.config import AttentionConfig
 from workqueue.auth.config import AuthorizationConfig
-from workqueue.queue.audit_config import AuditConfig
+from workqueue.queue.audit.config import AuditConfig
 from workqueue.queue.config import ProcessingConfig
 from workqueue.queue.outbox_config import NotificationsConfig
 from workqueue.queue.retention_config import RetentionConfig

@@ -7,8 +7,8 @@ import uuid
 from harness import wait_until
 from mr_harness import PROJECT
 
-from workqueue.queue.audit_history import AuditHistory
-from workqueue.queue.audit_repository import MAX_HISTORY_PAGE
+from workqueue.queue.audit.history import AuditHistory
+from workqueue.queue.audit.repository import MAX_HISTORY_PAGE
 
 
 def submission(branch: str) -> dict[str, object]:

@@ -21,7 +21,7 @@ import pytest
 from botocore.config import Config
 from moto.server import ThreadedMotoServer
 
-from workqueue.queue.audit import AuditEntry, AuditLog
+from workqueue.queue.audit.log import AuditEntry, AuditLog
 
 AUDIT_LOGGER = "workqueue.audit"
 REGION = "us-east-1"

@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from workqueue.queue.audit import AuditEntry
-from workqueue.queue.audit_history import AuditHistory
+from workqueue.queue.audit.history import AuditHistory
+from workqueue.queue.audit.log import AuditEntry
 
 ODD = {
     "nul": {"reason": "a\x00b", "details": {"k\x00": "v\x00"}},

@@ -11,7 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
 
-from workqueue.queue.audit import AuditLog
+from workqueue.queue.audit.log import AuditLog
 from workqueue.queue.config import ProcessingConfig
 from workqueue.queue.observer import EngineObserver
 from workqueue.queue.processing import ProcessingManager

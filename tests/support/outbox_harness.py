@@ -11,7 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
 
-from workqueue.queue.audit import AuditEntry, AuditLog
+from workqueue.queue.audit.log import AuditEntry, AuditLog
 from workqueue.queue.outbox import Outbox, Subscriber
 from workqueue.queue.outbox_config import NotificationsConfig
 from workqueue.queue.outbox_delivery import OutboxDeliveryWorker

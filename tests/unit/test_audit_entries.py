@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from workqueue.queue.audit import AuditEntry, AuditLog
+from workqueue.queue.audit.log import AuditEntry, AuditLog
 
 AUDIT_LOGGER = "workqueue.audit"
 PLUS_TWO = timezone(timedelta(hours=2))

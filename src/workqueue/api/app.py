@@ -65,8 +65,8 @@ from workqueue.db.url import libpq_conninfo, normalize_database_url
 from workqueue.gitlab.errors import GitLabError
 from workqueue.observability import Observability
 from workqueue.observability.http_metrics import HTTPMetrics
-from workqueue.queue.audit import AuditLog, ObjectStore
-from workqueue.queue.audit_history import AuditHistory
+from workqueue.queue.audit.history import AuditHistory
+from workqueue.queue.audit.log import AuditLog, ObjectStore
 from workqueue.queue.outbox import Outbox
 from workqueue.queue.outbox_delivery import OutboxDeliveryWorker
 from workqueue.queue.processing import ProcessingManager

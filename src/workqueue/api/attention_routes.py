@@ -30,7 +30,7 @@ from workqueue.attention.reconciler import AttentionReconciler
 from workqueue.attention.repository import QueueRow
 from workqueue.db.transactions import run_in_transaction
 from workqueue.queue import read_repository
-from workqueue.queue.audit import AuditEntry
+from workqueue.queue.audit.log import AuditEntry
 from workqueue.queue.read_repository import InvalidCursorError
 
 router = APIRouter(prefix="/api/queues", tags=["attention queues"])

@@ -18,7 +18,8 @@ from workqueue.api.deps import (
     require_on_project,
 )
 from workqueue.api.schemas import error_responses
-from workqueue.queue import audit_repository, read_repository
+from workqueue.queue import read_repository
+from workqueue.queue.audit import repository as audit_repository
 from workqueue.queue.models import AuditRecord
 from workqueue.queue.read_repository import InvalidCursorError
 

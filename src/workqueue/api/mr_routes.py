@@ -31,7 +31,7 @@ from workqueue.api.submissions import (
 )
 from workqueue.api.work_items import page_body
 from workqueue.queue import read_repository
-from workqueue.queue.audit import AuditEntry
+from workqueue.queue.audit.log import AuditEntry
 from workqueue.queue.holding_limits import HoldingLimitError
 from workqueue.queue.models import Phase
 from workqueue.queue.read_repository import MAX_PAGE_SIZE

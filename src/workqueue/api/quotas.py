@@ -32,7 +32,7 @@ from workqueue.auth.limit_keys import LimitKeyError
 from workqueue.db.transactions import run_in_transaction
 from workqueue.gitlab.errors import PermanentGitLabError
 from workqueue.queue import holding_limits, ownership_repository, read_repository
-from workqueue.queue.audit import AuditEntry
+from workqueue.queue.audit.log import AuditEntry
 from workqueue.queue.holding_limits import HoldingLimitError, HoldingLimits, Owner
 from workqueue.queue.models import WorkItem
 from workqueue.queue.ownership_repository import RateWindow

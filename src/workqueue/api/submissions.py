@@ -43,7 +43,7 @@ from workqueue.api.schemas import SubmitResponse, item_body
 from workqueue.db.transactions import run_in_transaction
 from workqueue.queue import read_repository
 from workqueue.queue import submission_key_repository as keys
-from workqueue.queue.audit import AuditEntry
+from workqueue.queue.audit.log import AuditEntry
 
 IDEMPOTENCY_KEY = "Idempotency-Key"
 KEY_LIFETIME = timedelta(hours=24)

@@ -34,7 +34,7 @@ from workqueue.api.submissions import (
 from workqueue.auth.projects import path_matches
 from workqueue.db.transactions import run_in_transaction
 from workqueue.queue import holding_limits, read_repository
-from workqueue.queue.audit import AuditEntry
+from workqueue.queue.audit.log import AuditEntry
 from workqueue.queue.holding_limits import HoldingLimitError
 from workqueue.queue.read_repository import VisibilityGrant
 from workqueue.types.trunk import repository as trunk_repository

@@ -33,7 +33,7 @@ from workqueue.attention.config import QueueRule
 from workqueue.attention.details import DetailReaders, DetailsReader
 from workqueue.attention.scopes import Clock, MonotonicClock, Scope, ScopeBoard
 from workqueue.db.transactions import run_in_transaction
-from workqueue.queue.audit import AuditLog
+from workqueue.queue.audit.log import AuditLog
 from workqueue.queue.listener import ChannelListener
 from workqueue.queue.registry import TypeRegistry
 

@@ -23,7 +23,7 @@ from workqueue.attention.matching import ItemFacts, detail_fields, fingerprint, 
 from workqueue.attention.repository import RULE_ACTOR, ItemRow, MembershipRow, QueueRow
 from workqueue.queue import outbox
 from workqueue.queue import repository as queue_repository
-from workqueue.queue.audit import SYSTEM_ACTOR, AuditEntry
+from workqueue.queue.audit.log import SYSTEM_ACTOR, AuditEntry
 
 logger = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from workqueue.queue.audit import AuditEntry
+from workqueue.queue.audit.log import AuditEntry
 from workqueue.queue.dimensions import Dimensions, DimensionUpdate
 from workqueue.queue.errors import PermanentError
 from workqueue.queue.models import DimensionStatus, Phase, WorkItem

@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from workqueue.queue.audit import AuditEntry
+from workqueue.queue.audit.log import AuditEntry
 from workqueue.queue.contract import (
     EventContext,
     EventResult,

@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.db.errors import is_database_unavailable, is_lock_conflict
 from workqueue.queue import lease_repository, outbox, step_repository
-from workqueue.queue.audit import AuditEntry, AuditLog
+from workqueue.queue.audit.log import AuditEntry, AuditLog
 from workqueue.queue.claims_run import (
     ClaimOutcome,
     ClaimResult,

@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session, SessionTransaction
 
 from workqueue.queue import outbox, step_repository
-from workqueue.queue.audit import AuditEntry
+from workqueue.queue.audit.log import AuditEntry
 from workqueue.queue.contract import Action, ExecutionContext
 from workqueue.queue.dimensions import Dimensions, DimensionUpdate
 from workqueue.queue.events import RawEvent, handle_event

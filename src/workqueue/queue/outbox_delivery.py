@@ -32,7 +32,7 @@ from standardwebhooks import Webhook
 from workqueue import __version__
 from workqueue.db.errors import is_database_unavailable
 from workqueue.queue import outbox_repository
-from workqueue.queue.audit import AuditEntry, AuditLog
+from workqueue.queue.audit.log import AuditEntry, AuditLog
 from workqueue.queue.listener import ChannelListener
 from workqueue.queue.outbox import Outbox, Subscriber
 from workqueue.queue.outbox_models import DeliveryStatus

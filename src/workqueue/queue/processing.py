@@ -37,7 +37,7 @@ from workqueue.queue import (
     repository,
     submission_key_repository,
 )
-from workqueue.queue.audit import AuditLog
+from workqueue.queue.audit.log import AuditLog
 from workqueue.queue.claims_run import ClaimOutcome, ClaimResult
 from workqueue.queue.config import ProcessingConfig
 from workqueue.queue.dispatch_plan import (

@@ -33,7 +33,8 @@ from workqueue.api.work_items import (
 )
 from workqueue.attention import repository as attention_repository
 from workqueue.gitlab.errors import GitLabError
-from workqueue.queue import audit_repository, read_repository
+from workqueue.queue import read_repository
+from workqueue.queue.audit import repository as audit_repository
 from workqueue.queue.models import Phase, WorkItem
 from workqueue.queue.read_repository import InvalidCursorError
 from workqueue.ui import repository as ui_repository

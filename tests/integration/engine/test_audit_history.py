@@ -17,8 +17,8 @@ import sqlalchemy as sa
 from harness import running_manager, wait_until
 from sample_type import SAMPLE_TYPE, SampleItem, create_item, decide
 
-from workqueue.queue.audit import AuditEntry, AuditLog
-from workqueue.queue.audit_history import REDACTED, AuditHistory
+from workqueue.queue.audit.history import REDACTED, AuditHistory
+from workqueue.queue.audit.log import AuditEntry, AuditLog
 from workqueue.queue.contract import ExecutionContext
 from workqueue.queue.models import DimensionStatus, Phase
 from workqueue.queue.registry import TypeRegistry

@@ -9,9 +9,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from workqueue.queue import audit_repository
-from workqueue.queue.audit import AuditEntry
-from workqueue.queue.audit_history import history_row
+from workqueue.queue.audit import repository as audit_repository
+from workqueue.queue.audit.history import history_row
+from workqueue.queue.audit.log import AuditEntry
 
 COLUMNS = (
     "entry_id, occurred_at, work_item_id, item_type, event_type, actor, reason,"

@@ -18,7 +18,7 @@ from sample_type import SAMPLE_TYPE, SampleItem, create_item, decide, handle_pok
 from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.queue import lease_repository, repository
-from workqueue.queue.audit import AuditLog
+from workqueue.queue.audit.log import AuditLog
 from workqueue.queue.claims_run import ClaimOutcome
 from workqueue.queue.contract import ExecutionContext
 from workqueue.queue.item_loop import ItemLoop

@@ -13,7 +13,7 @@ from sqlalchemy import event
 
 from workqueue.db.engine import build_engine, build_sessions
 from workqueue.queue import lease_repository, repository
-from workqueue.queue.audit import AuditLog
+from workqueue.queue.audit.log import AuditLog
 from workqueue.queue.claims_run import ClaimOutcome
 from workqueue.queue.item_loop import ItemLoop
 

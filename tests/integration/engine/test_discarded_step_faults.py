@@ -23,7 +23,7 @@ from harness import fast_config, item_row, running_manager, wait_until
 from sample_type import SAMPLE_TYPE, Behaviour, SampleItem, build_registry, create_item, decide
 
 from workqueue.queue import lease_repository, repository, step_repository
-from workqueue.queue.audit import AuditLog
+from workqueue.queue.audit.log import AuditLog
 from workqueue.queue.claims_run import ClaimOutcome
 from workqueue.queue.contract import ExecutionContext
 from workqueue.queue.item_loop import ItemLoop

@@ -10,7 +10,7 @@ from harness import dimension_rows, item_row, running_manager, settled, wait_unt
 from sample_type import Behaviour, build_registry, create_item
 
 from workqueue.queue import repository
-from workqueue.queue.audit import AuditEntry, AuditLog
+from workqueue.queue.audit.log import AuditEntry, AuditLog
 from workqueue.queue.models import Phase
 
 

@@ -11,7 +11,7 @@ from sample_type import Behaviour, build_registry, create_item, executions
 
 from workqueue.db.engine import build_sessions
 from workqueue.queue import lease_repository
-from workqueue.queue.audit import AuditLog
+from workqueue.queue.audit.log import AuditLog
 from workqueue.queue.claims_run import ClaimOutcome
 from workqueue.queue.item_loop import ItemLoop
 

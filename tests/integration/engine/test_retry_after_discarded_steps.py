@@ -21,7 +21,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.queue import lease_repository
-from workqueue.queue.audit import AuditLog
+from workqueue.queue.audit.log import AuditLog
 from workqueue.queue.claims_run import ClaimOutcome
 from workqueue.queue.contract import ExecutionContext
 from workqueue.queue.item_loop import ItemLoop

@@ -24,8 +24,8 @@ from trunk_harness import (
 from workqueue.db.transactions import run_in_transaction
 from workqueue.gitlab.client import GitLabClient
 from workqueue.queue import repository
-from workqueue.queue.audit import AuditLog
-from workqueue.queue.audit_history import AuditHistory
+from workqueue.queue.audit.history import AuditHistory
+from workqueue.queue.audit.log import AuditLog
 from workqueue.types.trunk import repository as trunk_repository
 from workqueue.types.trunk.ingest import WEBHOOK_SUBMITTER, ingest_head
 from workqueue.types.trunk.models import BuildStrategy, TrunkWorkItem

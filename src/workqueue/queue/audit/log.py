@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-    from workqueue.queue.audit_history import AuditHistory
+    from workqueue.queue.audit.history import AuditHistory
 
 logger = logging.getLogger("workqueue.audit")
 

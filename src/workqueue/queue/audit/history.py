@@ -31,8 +31,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from workqueue.queue import audit_repository
-from workqueue.queue.audit import AuditEntry, json_default
+from workqueue.queue.audit import repository as audit_repository
+from workqueue.queue.audit.log import AuditEntry, json_default
 
 logger = logging.getLogger("workqueue.audit")
 
