@@ -17,7 +17,7 @@ from workqueue.attention.config import AttentionConfig
 from workqueue.auth.config import AuthorizationConfig
 from workqueue.queue.audit.config import AuditConfig
 from workqueue.queue.config import ProcessingConfig
-from workqueue.queue.outbox_config import NotificationsConfig
+from workqueue.queue.outbox.config import NotificationsConfig
 from workqueue.queue.retention_config import RetentionConfig
 
 

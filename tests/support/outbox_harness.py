@@ -12,8 +12,8 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.queue.audit.log import AuditEntry, AuditLog
-from workqueue.queue.outbox import Outbox, Subscriber
-from workqueue.queue.outbox_config import NotificationsConfig
+from workqueue.queue.outbox.config import NotificationsConfig
+from workqueue.queue.outbox.emit import Outbox, Subscriber
 from workqueue.queue.outbox_delivery import OutboxDeliveryWorker
 
 FAST_NOTIFICATIONS: dict[str, Any] = {

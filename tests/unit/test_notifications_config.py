@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from workqueue.config import ConfigError, load_config
-from workqueue.queue.outbox import Outbox
+from workqueue.queue.outbox.emit import Outbox
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 

@@ -67,7 +67,7 @@ from workqueue.observability import Observability
 from workqueue.observability.http_metrics import HTTPMetrics
 from workqueue.queue.audit.history import AuditHistory
 from workqueue.queue.audit.log import AuditLog, ObjectStore
-from workqueue.queue.outbox import Outbox
+from workqueue.queue.outbox.emit import Outbox
 from workqueue.queue.outbox_delivery import OutboxDeliveryWorker
 from workqueue.queue.processing import ProcessingManager
 from workqueue.queue.registry import TypeRegistry

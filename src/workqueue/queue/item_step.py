@@ -25,7 +25,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session, SessionTransaction
 
-from workqueue.queue import outbox, step_repository
+from workqueue.queue import step_repository
 from workqueue.queue.audit.log import AuditEntry
 from workqueue.queue.contract import Action, ExecutionContext
 from workqueue.queue.dimensions import Dimensions, DimensionUpdate
@@ -33,6 +33,7 @@ from workqueue.queue.events import RawEvent, handle_event
 from workqueue.queue.lease_repository import Claim
 from workqueue.queue.models import Phase, WorkItem
 from workqueue.queue.observer import EngineObserver
+from workqueue.queue.outbox import emit as outbox
 from workqueue.queue.registry import ItemTypeRegistration
 
 

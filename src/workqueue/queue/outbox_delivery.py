@@ -31,12 +31,12 @@ from standardwebhooks import Webhook
 
 from workqueue import __version__
 from workqueue.db.errors import is_database_unavailable
-from workqueue.queue import outbox_repository
 from workqueue.queue.audit.log import AuditEntry, AuditLog
 from workqueue.queue.listener import ChannelListener
-from workqueue.queue.outbox import Outbox, Subscriber
-from workqueue.queue.outbox_models import DeliveryStatus
-from workqueue.queue.outbox_repository import OUTBOX_CHANNEL, DueDelivery
+from workqueue.queue.outbox import repository as outbox_repository
+from workqueue.queue.outbox.emit import Outbox, Subscriber
+from workqueue.queue.outbox.models import DeliveryStatus
+from workqueue.queue.outbox.repository import OUTBOX_CHANNEL, DueDelivery
 
 logger = logging.getLogger(__name__)
 

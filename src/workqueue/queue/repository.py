@@ -28,13 +28,14 @@ import sqlalchemy as sa
 from psycopg.types.json import Jsonb
 from sqlalchemy.orm import Session
 
-from workqueue.queue import outbox, pg_arrays
+from workqueue.queue import pg_arrays
 from workqueue.queue.dimensions import DimensionState, DimensionUpdate
 from workqueue.queue.models import (
     DimensionStatus,
     Phase,
     WorkItemStatus,
 )
+from workqueue.queue.outbox import emit as outbox
 
 WAKE_CHANNEL = "workqueue_wake"
 _SIGNED_63_BITS = 0x7FFF_FFFF_FFFF_FFFF

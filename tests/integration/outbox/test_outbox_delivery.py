@@ -25,8 +25,8 @@ from standardwebhooks.webhooks import WebhookVerificationError
 from webhook_receiver import webhook_receiver
 
 from workqueue.db.engine import build_engine, build_sessions
-from workqueue.queue import outbox
 from workqueue.queue.models import WorkItem
+from workqueue.queue.outbox import emit as outbox
 
 EVENTS = ["work_item.completed", "work_item.failed", "work_item.cancelled"]
 

@@ -22,9 +22,9 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.auth.projects import path_matches, scope_regexes
-from workqueue.queue import outbox_repository
 from workqueue.queue.models import Phase, WorkItem
-from workqueue.queue.outbox_config import NotificationsConfig, OutboundEvent, SubscriberConfig
+from workqueue.queue.outbox import repository as outbox_repository
+from workqueue.queue.outbox.config import NotificationsConfig, OutboundEvent, SubscriberConfig
 
 SESSION_INFO_KEY = "workqueue.outbox"
 KNOWN_EVENTS = frozenset(event.value for event in OutboundEvent)

@@ -17,7 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from workqueue.queue.outbox_models import DeliveryStatus
+from workqueue.queue.outbox.models import DeliveryStatus
 
 OUTBOX_CHANNEL = "workqueue_outbox"
 
