@@ -11,10 +11,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
 
+from workqueue.notifications.delivery import OutboxDeliveryWorker
 from workqueue.queue.audit.log import AuditEntry, AuditLog
 from workqueue.queue.outbox.config import NotificationsConfig
 from workqueue.queue.outbox.emit import Outbox, Subscriber
-from workqueue.queue.outbox_delivery import OutboxDeliveryWorker
 
 FAST_NOTIFICATIONS: dict[str, Any] = {
     "timeout_seconds": 2,

@@ -63,12 +63,12 @@ from workqueue.db.engine import (
 )
 from workqueue.db.url import libpq_conninfo, normalize_database_url
 from workqueue.gitlab.errors import GitLabError
+from workqueue.notifications.delivery import OutboxDeliveryWorker
 from workqueue.observability import Observability
 from workqueue.observability.http_metrics import HTTPMetrics
 from workqueue.queue.audit.history import AuditHistory
 from workqueue.queue.audit.log import AuditLog, ObjectStore
 from workqueue.queue.outbox.emit import Outbox
-from workqueue.queue.outbox_delivery import OutboxDeliveryWorker
 from workqueue.queue.processing import ProcessingManager
 from workqueue.queue.registry import TypeRegistry
 from workqueue.settings import Settings

@@ -108,7 +108,7 @@ def test_gives_up_after_max_age_marks_abandoned_logs_and_audits(sessions, connin
         box = make_outbox(subscriber("chat", receiver.url, EVENTS), max_age_seconds=0.6)
         box.attach(sessions)
         with (
-            caplog.at_level(logging.WARNING, logger="workqueue.queue.outbox_delivery"),
+            caplog.at_level(logging.WARNING, logger="workqueue.notifications.delivery"),
             running_deliveries(sessions, box, conninfo=conninfo, audit=audit),
         ):
             item_id = _emit_for_new_item(sessions)

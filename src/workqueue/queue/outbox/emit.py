@@ -5,7 +5,7 @@ attached to the session factory (`attach`), so every session it makes knows
 the subscribers without any plumbing through call chains. With no outbox
 attached, or no subscriber wanting an event, `emit` issues no SQL at all.
 
-Delivery is `workqueue.queue.outbox_delivery`'s job, after commit: an event
+Delivery is `workqueue.notifications.delivery`'s job, after commit: an event
 whose transaction rolls back was never written, so it is never sent.
 """
 
