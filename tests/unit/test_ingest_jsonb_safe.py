@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from workqueue.queue.ingest import jsonb_safe as _jsonb_safe
+from workqueue.queue.intake.pending_events import jsonb_safe as _jsonb_safe
 
 
 def test_a_body_nested_ten_thousand_levels_is_copied():

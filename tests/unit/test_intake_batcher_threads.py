@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from workqueue.api.intake_batcher import MAX_IN_FLIGHT, IntakeBatcher
-from workqueue.queue.ingest import IngestStatus
+from workqueue.queue.intake.pending_events import IngestStatus
 
 REQUEST = contextvars.ContextVar("request", default="none")
 

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sample_type import SAMPLE_TYPE, Behaviour, build_registry, create_item
 
 from workqueue.db.transactions import run_in_transaction
-from workqueue.queue.ingest import (
+from workqueue.queue.intake.pending_events import (
     MAX_DELIVERY_KEY_LENGTH,
     IngestResult,
     ingest_event,

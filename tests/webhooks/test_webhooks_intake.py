@@ -15,8 +15,8 @@ from sample_type import SAMPLE_TYPE, Behaviour, build_registry, create_item
 from webhook_support import OLD_SECRET, resolved, webhook_app
 
 from workqueue.db.transactions import run_in_transaction
-from workqueue.queue import intake
-from workqueue.queue.intake_loop import IntakeResolver
+from workqueue.queue.intake import deliveries as intake
+from workqueue.queue.intake.resolver import IntakeResolver
 
 
 def resolve_targets(session, body):

@@ -24,8 +24,8 @@ from workqueue.api.sqs_consumer import (
 )
 from workqueue.api.webhook_projects import ProjectDirectory
 from workqueue.db.engine import build_engine, build_sessions
-from workqueue.queue.intake import store_delivery
-from workqueue.queue.intake_loop import IntakeResolver
+from workqueue.queue.intake.deliveries import store_delivery
+from workqueue.queue.intake.resolver import IntakeResolver
 from workqueue.settings import Settings
 
 REGION = "us-east-1"

@@ -23,7 +23,7 @@ from webhook_support import deliveries, install_context, mr_registry, pending, w
 
 from workqueue.api.sqs_consumer import SqsEventConsumer
 from workqueue.api.webhook_projects import ProjectDirectory
-from workqueue.queue.intake_loop import IntakeResolver
+from workqueue.queue.intake.resolver import IntakeResolver
 from workqueue.testing.gitlab_simulator import GitLabSimulator, JobSpec
 from workqueue.types.trunk.ingest import READ_HEAD_EVENT
 

@@ -32,9 +32,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.db.errors import is_database_unavailable, is_statement_timeout
 from workqueue.db.transactions import run_in_transaction
-from workqueue.queue.ingest import IngestStatus
-from workqueue.queue.intake import store_deliveries
-from workqueue.queue.intake_repository import NewDelivery
+from workqueue.queue.intake.deliveries import store_deliveries
+from workqueue.queue.intake.pending_events import IngestStatus
+from workqueue.queue.intake.repository import NewDelivery
 
 MAX_BATCH = 200
 MAX_IN_FLIGHT = 2

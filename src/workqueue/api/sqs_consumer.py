@@ -56,8 +56,8 @@ from workqueue.api.webhook_projects import (
 from workqueue.api.webhooks import GITLAB_EVENT_TYPES, gitlab_event_type
 from workqueue.db.errors import is_database_unavailable
 from workqueue.db.transactions import run_in_transaction
-from workqueue.queue.ingest import IngestStatus, parse_event_body
-from workqueue.queue.intake import store_delivery
+from workqueue.queue.intake.deliveries import store_delivery
+from workqueue.queue.intake.pending_events import IngestStatus, parse_event_body
 from workqueue.queue.registry import TypeRegistry
 from workqueue.settings import Settings
 

@@ -77,8 +77,8 @@ from workqueue.gitlab.hooks import (
     malformed_project_ids,
     project_id_conflict,
 )
-from workqueue.queue.ingest import IngestStatus
-from workqueue.queue.intake import new_delivery
+from workqueue.queue.intake.deliveries import new_delivery
+from workqueue.queue.intake.pending_events import IngestStatus
 
 logger = logging.getLogger(__name__)
 

@@ -32,7 +32,6 @@ from sqlalchemy.orm import Session, sessionmaker
 from workqueue.db.errors import is_database_unavailable
 from workqueue.queue import (
     content_retention,
-    ingest,
     lease_repository,
     repository,
     submission_key_repository,
@@ -47,7 +46,8 @@ from workqueue.queue.dispatch_plan import (
     step_batch_size,
 )
 from workqueue.queue.give_way import GiveWay
-from workqueue.queue.intake_loop import IntakeResolver
+from workqueue.queue.intake import pending_events as ingest
+from workqueue.queue.intake.resolver import IntakeResolver
 from workqueue.queue.item_loop import ItemCommitted, ItemLoop
 from workqueue.queue.listener import WakeListener
 from workqueue.queue.observer import EngineObserver

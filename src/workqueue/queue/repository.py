@@ -432,7 +432,7 @@ def seconds_until_due(
 
 
 # -- received deliveries: durable de-duplication of incoming events ------------
-# (webhook deliveries, SQS messages; see `workqueue.queue.ingest`)
+# (webhook deliveries, SQS messages; see `workqueue.queue.intake.pending_events`)
 
 
 def record_delivery(session: Session, *, delivery_key: str, source: str, event_type: str) -> bool:

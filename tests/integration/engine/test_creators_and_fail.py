@@ -20,7 +20,7 @@ from sample_type import SAMPLE_TYPE, Behaviour, SampleItem, build_registry, crea
 from workqueue.db.transactions import run_in_transaction
 from workqueue.queue.contract import Action, ExecutionContext
 from workqueue.queue.dimensions import Dimensions
-from workqueue.queue.ingest import ingest_event
+from workqueue.queue.intake.pending_events import ingest_event
 from workqueue.queue.models import DimensionStatus
 from workqueue.queue.registry import TypeRegistry
 

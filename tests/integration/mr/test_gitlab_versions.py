@@ -10,7 +10,7 @@ from harness import wait_until
 from mr_harness import PROJECT
 from test_mr_lifecycle_support import gitlab, lifecycle
 
-from workqueue.queue import intake
+from workqueue.queue.intake import deliveries as intake
 from workqueue.queue.models import Phase
 from workqueue.testing.gitlab_simulator import JobSpec
 

@@ -25,7 +25,7 @@ from trunk_harness import (
 from workqueue.db.transactions import run_in_transaction
 from workqueue.queue import repository
 from workqueue.queue.errors import PermanentError
-from workqueue.queue.ingest import ingest_event
+from workqueue.queue.intake.pending_events import ingest_event
 from workqueue.types.trunk.decider import RECORD
 
 MAX_ATTEMPTS = 3

@@ -26,7 +26,7 @@ from trunk_harness import (
 
 from workqueue.db.transactions import run_in_transaction
 from workqueue.queue import repository
-from workqueue.queue.ingest import ingest_event
+from workqueue.queue.intake.pending_events import ingest_event
 
 
 def hook(sessions, registry, payload, key=None) -> str:

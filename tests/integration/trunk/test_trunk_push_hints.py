@@ -26,8 +26,8 @@ from trunk_harness import BRANCH, PROJECT, heads, land, push_hook, trunk_registr
 
 from workqueue.db.transactions import run_in_transaction
 from workqueue.gitlab.client import GitLabClient
-from workqueue.queue import intake
-from workqueue.queue.intake_repository import INTAKE_CHANNEL
+from workqueue.queue.intake import deliveries as intake
+from workqueue.queue.intake.repository import INTAKE_CHANNEL
 from workqueue.types.trunk.branch_heads import Backoff, NoHead, PushHeadReads
 from workqueue.types.trunk.config import TrunkQueueConfig
 from workqueue.types.trunk.ingest import READ_HEAD_EVENT, WEBHOOK_SUBMITTER, ingest_head

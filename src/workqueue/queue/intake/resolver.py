@@ -24,9 +24,9 @@ from collections.abc import Callable
 from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.db.errors import is_database_unavailable
-from workqueue.queue import intake
-from workqueue.queue.intake import DEFAULT_BATCH_SIZE, ResolvedBatch
-from workqueue.queue.intake_repository import INTAKE_CHANNEL
+from workqueue.queue.intake import deliveries as intake
+from workqueue.queue.intake.deliveries import DEFAULT_BATCH_SIZE, ResolvedBatch
+from workqueue.queue.intake.repository import INTAKE_CHANNEL
 from workqueue.queue.listener import ChannelListener
 from workqueue.queue.registry import TypeRegistry
 

@@ -29,8 +29,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from workqueue.queue import intake_repository
-from workqueue.queue.ingest import (
+from workqueue.queue.intake import repository as intake_repository
+from workqueue.queue.intake.pending_events import (
     IngestStatus,
     PendingEventTarget,
     ResolvedEvent,
@@ -40,7 +40,7 @@ from workqueue.queue.ingest import (
     resolve_events,
     store_pending_events,
 )
-from workqueue.queue.intake_repository import NewDelivery, StoredDelivery
+from workqueue.queue.intake.repository import NewDelivery, StoredDelivery
 from workqueue.queue.registry import TypeRegistry
 
 DEFAULT_BATCH_SIZE = 100
