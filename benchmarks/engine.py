@@ -43,11 +43,11 @@ from workqueue.db.embedded import EmbeddedPostgres
 from workqueue.db.engine import build_engine, build_sessions
 from workqueue.db.migrate import upgrade_to_head
 from workqueue.db.url import libpq_conninfo, normalize_database_url
-from workqueue.queue.config import ProcessingConfig
 from workqueue.queue.contract import Action, ExecutionContext
 from workqueue.queue.dimensions import Dimensions
 from workqueue.queue.models import DimensionStatus, WorkItem
-from workqueue.queue.processing import ProcessingManager
+from workqueue.queue.processing.config import ProcessingConfig
+from workqueue.queue.processing.manager import ProcessingManager
 from workqueue.queue.registry import TypeRegistry
 
 BENCH_TYPE = "bench_noop"

@@ -42,9 +42,9 @@ from workqueue.db.migrate import upgrade_to_head
 from workqueue.db.transactions import run_in_transaction
 from workqueue.db.url import libpq_conninfo
 from workqueue.gitlab.client import GitLabClient
-from workqueue.queue.config import ProcessingConfig
 from workqueue.queue.intake.pending_events import ingest_event
-from workqueue.queue.processing import ProcessingManager
+from workqueue.queue.processing.config import ProcessingConfig
+from workqueue.queue.processing.manager import ProcessingManager
 from workqueue.testing.gitlab_simulator import GitLabSimulator
 from workqueue.types.catalog import InstallContext, build_registry
 

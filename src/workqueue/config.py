@@ -16,8 +16,8 @@ from workqueue.api.webhook_config import WebhooksConfig
 from workqueue.attention.config import AttentionConfig
 from workqueue.auth.config import AuthorizationConfig
 from workqueue.queue.audit.config import AuditConfig
-from workqueue.queue.config import ProcessingConfig
 from workqueue.queue.outbox.config import NotificationsConfig
+from workqueue.queue.processing.config import ProcessingConfig
 from workqueue.queue.retention_config import RetentionConfig
 
 

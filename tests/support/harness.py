@@ -12,9 +12,9 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.queue.audit.log import AuditLog
-from workqueue.queue.config import ProcessingConfig
 from workqueue.queue.observer import EngineObserver
-from workqueue.queue.processing import ProcessingManager
+from workqueue.queue.processing.config import ProcessingConfig
+from workqueue.queue.processing.manager import ProcessingManager
 from workqueue.queue.registry import TypeRegistry
 
 FAST = {

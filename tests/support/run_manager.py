@@ -17,7 +17,7 @@ from sample_type import Behaviour, build_registry
 from sqlalchemy.engine import make_url
 
 from workqueue.db.engine import build_engine, build_sessions
-from workqueue.queue.processing import ProcessingManager
+from workqueue.queue.processing.manager import ProcessingManager
 
 
 def main() -> None:

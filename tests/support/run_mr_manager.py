@@ -14,7 +14,7 @@ from sqlalchemy.engine import make_url
 
 from workqueue.db.engine import build_engine, build_sessions
 from workqueue.gitlab.client import GitLabClient
-from workqueue.queue.processing import ProcessingManager
+from workqueue.queue.processing.manager import ProcessingManager
 from workqueue.types.catalog import InstallContext, build_registry
 
 

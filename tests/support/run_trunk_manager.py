@@ -13,7 +13,7 @@ from sqlalchemy.engine import make_url
 from trunk_harness import trunk_registry
 
 from workqueue.db.engine import build_engine, build_sessions
-from workqueue.queue.processing import ProcessingManager
+from workqueue.queue.processing.manager import ProcessingManager
 
 
 def main() -> None:

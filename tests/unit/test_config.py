@@ -5,7 +5,7 @@ from pydantic import ValidationError
 
 from workqueue.config import ConfigError, load_config
 from workqueue.db.url import InvalidDatabaseURLError, mask_password, normalize_database_url
-from workqueue.queue.config import ProcessingConfig
+from workqueue.queue.processing.config import ProcessingConfig
 
 
 def test_processing_defaults_match_the_contract():

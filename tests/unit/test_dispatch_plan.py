@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from workqueue.queue.dispatch_plan import DispatchState, plan_dispatch, step_batch_size
+from workqueue.queue.processing.dispatch_plan import DispatchState, plan_dispatch, step_batch_size
 
 A, B, C = (uuid.UUID(int=n) for n in (1, 2, 3))
 NOW = 1000.0

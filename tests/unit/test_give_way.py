@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from workqueue.queue.give_way import (
+from workqueue.queue.processing.give_way import (
     HOLD_SECONDS,
     LAG_THRESHOLD_SECONDS,
     MAX_WAIT_PER_BATCH_SECONDS,

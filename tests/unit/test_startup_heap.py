@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 
-from workqueue.queue.processing import freeze_startup_heap
+from workqueue.queue.processing.manager import freeze_startup_heap
 
 
 def test_the_startup_heap_is_frozen_once_per_process():

@@ -69,7 +69,7 @@ from workqueue.observability.http_metrics import HTTPMetrics
 from workqueue.queue.audit.history import AuditHistory
 from workqueue.queue.audit.log import AuditLog, ObjectStore
 from workqueue.queue.outbox.emit import Outbox
-from workqueue.queue.processing import ProcessingManager
+from workqueue.queue.processing.manager import ProcessingManager
 from workqueue.queue.registry import TypeRegistry
 from workqueue.settings import Settings
 from workqueue.types.catalog import InstallContext, build_registry, install_context

@@ -21,7 +21,7 @@ from workqueue.api.caller_state import remembered_caller
 from workqueue.auth.config import CallerLimits
 from workqueue.auth.limit_keys import LimitKey
 from workqueue.queue.audit.log import AuditEntry, AuditLog
-from workqueue.queue.processing import ProcessingManager
+from workqueue.queue.processing.manager import ProcessingManager
 from workqueue.queue.read_repository import VisibilityGrant
 from workqueue.queue.registry import TypeRegistry
 

@@ -23,7 +23,7 @@ from workqueue.db.embedded import EmbeddedPostgres
 from workqueue.db.engine import build_engine, build_sessions
 from workqueue.db.migrate import upgrade_to_head
 from workqueue.db.url import libpq_conninfo
-from workqueue.queue.processing import ProcessingManager
+from workqueue.queue.processing.manager import ProcessingManager
 
 QUIET_SECONDS = 3.0
 LEASE_SECONDS = 2.0

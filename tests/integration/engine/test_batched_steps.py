@@ -26,12 +26,13 @@ from sample_type import (
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from workqueue.queue import lease_repository, repository
+from workqueue.queue import repository
 from workqueue.queue.audit.log import AuditLog
-from workqueue.queue.claims_run import ClaimOutcome
 from workqueue.queue.contract import ExecutionContext
-from workqueue.queue.item_loop import ItemLoop
 from workqueue.queue.models import DimensionStatus
+from workqueue.queue.processing import lease_repository
+from workqueue.queue.processing.claims_run import ClaimOutcome
+from workqueue.queue.processing.item_loop import ItemLoop
 from workqueue.queue.registry import TypeRegistry
 
 Hook = Callable[[ExecutionContext, int], None]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from workqueue.queue import processing
+from workqueue.queue.processing import manager as processing
 
 COUNT = 40_000
 

@@ -12,10 +12,11 @@ from sample_type import Behaviour, build_registry, create_item, create_items, ex
 from sqlalchemy import event
 
 from workqueue.db.engine import build_engine, build_sessions
-from workqueue.queue import lease_repository, repository
+from workqueue.queue import repository
 from workqueue.queue.audit.log import AuditLog
-from workqueue.queue.claims_run import ClaimOutcome
-from workqueue.queue.item_loop import ItemLoop
+from workqueue.queue.processing import lease_repository
+from workqueue.queue.processing.claims_run import ClaimOutcome
+from workqueue.queue.processing.item_loop import ItemLoop
 
 STEPS = ["s1", "s2", "s3"]
 

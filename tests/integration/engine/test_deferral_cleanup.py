@@ -14,9 +14,10 @@ import sqlalchemy as sa
 from harness import fast_config
 from sample_type import create_item
 
-from workqueue.queue import lease_repository, read_repository, repository
+from workqueue.queue import read_repository, repository
 from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.models import DimensionStatus, Phase
+from workqueue.queue.processing import lease_repository
 
 _HOUR = timedelta(hours=1)
 

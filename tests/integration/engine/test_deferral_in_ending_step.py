@@ -12,9 +12,10 @@ from datetime import timedelta
 
 from sample_type import create_item
 
-from workqueue.queue import read_repository, repository, step_repository
+from workqueue.queue import read_repository, repository
 from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.models import DimensionStatus, Phase
+from workqueue.queue.processing import step_repository
 
 
 def test_rows_written_by_a_step_that_ended_the_item_hold_no_deferral(sessions):

@@ -22,12 +22,13 @@ import sqlalchemy as sa
 from harness import fast_config, item_row, running_manager, wait_until
 from sample_type import SAMPLE_TYPE, Behaviour, SampleItem, build_registry, create_item, decide
 
-from workqueue.queue import lease_repository, repository, step_repository
+from workqueue.queue import repository
 from workqueue.queue.audit.log import AuditLog
-from workqueue.queue.claims_run import ClaimOutcome
 from workqueue.queue.contract import ExecutionContext
-from workqueue.queue.item_loop import ItemLoop
 from workqueue.queue.models import DimensionStatus
+from workqueue.queue.processing import lease_repository, step_repository
+from workqueue.queue.processing.claims_run import ClaimOutcome
+from workqueue.queue.processing.item_loop import ItemLoop
 from workqueue.queue.registry import TypeRegistry
 
 RETRY_AFTER = 2.0

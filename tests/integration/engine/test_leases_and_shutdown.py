@@ -10,11 +10,11 @@ from harness import fast_config, item_row, running_manager, settled, wait_until
 from sample_type import Behaviour, build_registry, create_item, executions
 
 from workqueue.db.engine import build_engine, build_sessions
-from workqueue.queue import lease_repository
 from workqueue.queue.audit.log import AuditLog
-from workqueue.queue.claims_run import ClaimOutcome
-from workqueue.queue.item_loop import ItemLoop
-from workqueue.queue.processing import ProcessingManager
+from workqueue.queue.processing import lease_repository
+from workqueue.queue.processing.claims_run import ClaimOutcome
+from workqueue.queue.processing.item_loop import ItemLoop
+from workqueue.queue.processing.manager import ProcessingManager
 
 
 def test_heartbeat_keeps_a_long_action_from_being_taken_over(database_url, sessions):

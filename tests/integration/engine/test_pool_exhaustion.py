@@ -10,10 +10,10 @@ from harness import fast_config, item_row
 from sample_type import Behaviour, build_registry, create_item, executions
 
 from workqueue.db.engine import build_sessions
-from workqueue.queue import lease_repository
 from workqueue.queue.audit.log import AuditLog
-from workqueue.queue.claims_run import ClaimOutcome
-from workqueue.queue.item_loop import ItemLoop
+from workqueue.queue.processing import lease_repository
+from workqueue.queue.processing.claims_run import ClaimOutcome
+from workqueue.queue.processing.item_loop import ItemLoop
 
 
 def test_pool_timeout_in_a_step_is_retried_without_counting_an_attempt(database_url, sessions):

@@ -11,9 +11,10 @@ import sqlalchemy as sa
 from sample_type import SampleItem, create_item
 from sqlalchemy.orm import Session, sessionmaker
 
-from workqueue.queue import repository, step_repository
+from workqueue.queue import repository
 from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.models import DimensionStatus, WorkItem
+from workqueue.queue.processing import step_repository
 from workqueue.types.mr.models import MRWorkItem
 
 

@@ -8,7 +8,7 @@ from harness import running_manager, settled, wait_until
 from sample_type import Behaviour, build_registry, create_item
 
 from workqueue.api.metrics import ServiceMetrics
-from workqueue.queue.give_way import MAX_WAIT_PER_BATCH_SECONDS
+from workqueue.queue.processing.give_way import MAX_WAIT_PER_BATCH_SECONDS
 
 
 def _step_one(sessions, request_lag, observer=None) -> tuple[float, Behaviour]:

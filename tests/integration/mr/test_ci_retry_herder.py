@@ -26,7 +26,7 @@ from workqueue.queue import repository
 from workqueue.queue.contract import ExecutionContext
 from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.models import DimensionStatus, Phase
-from workqueue.queue.processing import ProcessingManager
+from workqueue.queue.processing.manager import ProcessingManager
 from workqueue.queue.registry import TypeRegistry
 from workqueue.testing.gitlab_simulator import GitLabSimulator
 from workqueue.testing.gitlab_simulator.ci import JobSpec

@@ -17,10 +17,10 @@ import pytest
 from harness import fast_config, item_row, running_manager, settled, wait_until
 from mr_harness import body, mr_registry, submit
 
-from workqueue.queue import lease_repository
 from workqueue.queue.audit.log import AuditLog
-from workqueue.queue.claims_run import ClaimOutcome
-from workqueue.queue.item_loop import ItemLoop
+from workqueue.queue.processing import lease_repository
+from workqueue.queue.processing.claims_run import ClaimOutcome
+from workqueue.queue.processing.item_loop import ItemLoop
 from workqueue.testing.gitlab_simulator import GitLabSimulator, RequestRecord
 
 RETRY_AFTER = 2

@@ -24,9 +24,13 @@ from dataclasses import dataclass, field
 from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.db.errors import is_database_unavailable, is_lock_conflict
-from workqueue.queue import lease_repository, step_repository
 from workqueue.queue.audit.log import AuditEntry, AuditLog
-from workqueue.queue.claims_run import (
+from workqueue.queue.errors import PermanentError, is_outage, retry_after_seconds
+from workqueue.queue.models import Phase, WorkItem
+from workqueue.queue.observer import EngineObserver
+from workqueue.queue.outbox import emit as outbox
+from workqueue.queue.processing import lease_repository, step_repository
+from workqueue.queue.processing.claims_run import (
     ClaimOutcome,
     ClaimResult,
     ClaimsRun,
@@ -35,12 +39,14 @@ from workqueue.queue.claims_run import (
     OwedFailure,
     Step,
 )
-from workqueue.queue.config import ProcessingConfig
-from workqueue.queue.errors import PermanentError, is_outage, retry_after_seconds
-from workqueue.queue.item_step import LeaseLost, ShouldStop, StepState, StepUnit, run_unit
-from workqueue.queue.models import Phase, WorkItem
-from workqueue.queue.observer import EngineObserver
-from workqueue.queue.outbox import emit as outbox
+from workqueue.queue.processing.config import ProcessingConfig
+from workqueue.queue.processing.item_step import (
+    LeaseLost,
+    ShouldStop,
+    StepState,
+    StepUnit,
+    run_unit,
+)
 from workqueue.queue.registry import TypeRegistry
 
 logger = logging.getLogger(__name__)

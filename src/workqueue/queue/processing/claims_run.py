@@ -9,8 +9,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from workqueue.queue import lease_repository
-from workqueue.queue.item_step import StepState
+from workqueue.queue.processing import lease_repository
+from workqueue.queue.processing.item_step import StepState
 
 
 @dataclass(frozen=True)

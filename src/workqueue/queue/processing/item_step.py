@@ -25,15 +25,15 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session, SessionTransaction
 
-from workqueue.queue import step_repository
 from workqueue.queue.audit.log import AuditEntry
 from workqueue.queue.contract import Action, ExecutionContext
 from workqueue.queue.dimensions import Dimensions, DimensionUpdate
 from workqueue.queue.events import RawEvent, handle_event
-from workqueue.queue.lease_repository import Claim
 from workqueue.queue.models import Phase, WorkItem
 from workqueue.queue.observer import EngineObserver
 from workqueue.queue.outbox import emit as outbox
+from workqueue.queue.processing import step_repository
+from workqueue.queue.processing.lease_repository import Claim
 from workqueue.queue.registry import ItemTypeRegistration
 
 

@@ -30,27 +30,23 @@ from datetime import timedelta
 from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.db.errors import is_database_unavailable
-from workqueue.queue import (
-    content_retention,
-    lease_repository,
-    repository,
-    submission_key_repository,
-)
+from workqueue.queue import content_retention, repository, submission_key_repository
 from workqueue.queue.audit.log import AuditLog
-from workqueue.queue.claims_run import ClaimOutcome, ClaimResult
-from workqueue.queue.config import ProcessingConfig
-from workqueue.queue.dispatch_plan import (
+from workqueue.queue.intake import pending_events as ingest
+from workqueue.queue.intake.resolver import IntakeResolver
+from workqueue.queue.listener import WakeListener
+from workqueue.queue.observer import EngineObserver
+from workqueue.queue.processing import lease_repository
+from workqueue.queue.processing.claims_run import ClaimOutcome, ClaimResult
+from workqueue.queue.processing.config import ProcessingConfig
+from workqueue.queue.processing.dispatch_plan import (
     DispatchPlan,
     DispatchState,
     plan_dispatch,
     step_batch_size,
 )
-from workqueue.queue.give_way import GiveWay
-from workqueue.queue.intake import pending_events as ingest
-from workqueue.queue.intake.resolver import IntakeResolver
-from workqueue.queue.item_loop import ItemCommitted, ItemLoop
-from workqueue.queue.listener import WakeListener
-from workqueue.queue.observer import EngineObserver
+from workqueue.queue.processing.give_way import GiveWay
+from workqueue.queue.processing.item_loop import ItemCommitted, ItemLoop
 from workqueue.queue.registry import TypeRegistry
 
 logger = logging.getLogger(__name__)
