@@ -54,9 +54,10 @@ from workqueue.db.embedded import EmbeddedPostgres
 from workqueue.db.engine import build_engine, build_sessions
 from workqueue.db.migrate import upgrade_to_head
 from workqueue.db.url import libpq_conninfo
-from workqueue.queue import read_repository, repository, retention_repository
+from workqueue.queue import read_repository, repository
 from workqueue.queue.models import Phase, WorkItem
 from workqueue.queue.processing import lease_repository
+from workqueue.queue.retention import repository as retention_repository
 from workqueue.testing.gitlab_simulator import GitLabSimulator
 from workqueue.types.mr.models import MRWorkItem
 from workqueue.types.mr.repository import list_mr_rows

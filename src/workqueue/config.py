@@ -18,7 +18,7 @@ from workqueue.auth.config import AuthorizationConfig
 from workqueue.queue.audit.config import AuditConfig
 from workqueue.queue.outbox.config import NotificationsConfig
 from workqueue.queue.processing.config import ProcessingConfig
-from workqueue.queue.retention_config import RetentionConfig
+from workqueue.queue.retention.config import RetentionConfig
 
 
 class ConfigError(Exception):

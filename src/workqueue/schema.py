@@ -9,10 +9,10 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from workqueue.attention import models as attention_models
-from workqueue.queue import submission_key_models
 from workqueue.queue.intake import models as intake_models
 from workqueue.queue.models import Base
 from workqueue.queue.outbox import models as outbox_models
+from workqueue.queue.submission_keys import models as submission_key_models
 from workqueue.types.mr import models as mr_models
 from workqueue.types.trunk import models as trunk_models
 

@@ -42,8 +42,8 @@ from workqueue.api.quotas import admit_submission
 from workqueue.api.schemas import SubmitResponse, item_body
 from workqueue.db.transactions import run_in_transaction
 from workqueue.queue import read_repository
-from workqueue.queue import submission_key_repository as keys
 from workqueue.queue.audit.log import AuditEntry
+from workqueue.queue.submission_keys import repository as keys
 
 IDEMPOTENCY_KEY = "Idempotency-Key"
 KEY_LIFETIME = timedelta(hours=24)

@@ -23,7 +23,7 @@ from workqueue.db.engine import build_engine, build_sessions
 from workqueue.db.migrate import current_revision, head_revision
 from workqueue.db.transactions import run_in_transaction
 from workqueue.db.url import mask_password
-from workqueue.queue.retention_repository import (
+from workqueue.queue.retention.repository import (
     PruneCounts,
     count_finished,
     cutoff_before,

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from harness import running_manager, wait_until
 from sample_type import Behaviour, build_registry, create_item
 
-from workqueue.queue import submission_key_repository as keys
+from workqueue.queue.submission_keys import repository as keys
 
 KEY = keys.CallerKey("https://issuer.example", "bot", "sync-1")
 

@@ -17,9 +17,9 @@ from mr_harness import body, mr_registry, submit
 from workqueue.api.schemas import listed_item_body
 from workqueue.db.transactions import run_in_transaction
 from workqueue.queue import ownership_repository
-from workqueue.queue.content_retention import drop_finished_contents
 from workqueue.queue.models import WorkItem
 from workqueue.queue.processing.manager import ProcessingManager
+from workqueue.queue.retention.contents import drop_finished_contents
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.stored_bytes import bytes_kept
 from workqueue.types.mr.submit import SubmitOutcome, Submitter, submit_mr

@@ -15,8 +15,9 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from psycopg import sql as psycopg_sql
 
-from workqueue.queue import read_repository, retention_repository
+from workqueue.queue import read_repository
 from workqueue.queue.models import Phase
+from workqueue.queue.retention import repository as retention_repository
 from workqueue.types.mr.models import MRWorkItem
 from workqueue.types.mr.repository import list_mr_items, list_mr_rows
 

@@ -30,7 +30,7 @@ from datetime import timedelta
 from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.db.errors import is_database_unavailable
-from workqueue.queue import content_retention, repository, submission_key_repository
+from workqueue.queue import repository
 from workqueue.queue.audit.log import AuditLog
 from workqueue.queue.intake import pending_events as ingest
 from workqueue.queue.intake.resolver import IntakeResolver
@@ -48,6 +48,8 @@ from workqueue.queue.processing.dispatch_plan import (
 from workqueue.queue.processing.give_way import GiveWay
 from workqueue.queue.processing.item_loop import ItemCommitted, ItemLoop
 from workqueue.queue.registry import TypeRegistry
+from workqueue.queue.retention import contents as content_retention
+from workqueue.queue.submission_keys import repository as submission_key_repository
 
 logger = logging.getLogger(__name__)
 

@@ -25,8 +25,8 @@ from datetime import timedelta
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from workqueue.queue import retention_repository
 from workqueue.queue.registry import TypeRegistry
+from workqueue.queue.retention import repository as retention_repository
 
 logger = logging.getLogger(__name__)
 
