@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from workqueue.auth import AuthorizationRule, Principal
 from workqueue.auth.authorization import EVERYTHING, Grant, grants, is_allowed_on_project
-from workqueue.auth.projects import path_matches, pattern_problem, pattern_regex
+from workqueue.project_patterns import path_matches, pattern_problem, pattern_regex
 
 CI_CLAIMS = {"project_path": "team/app", "namespace_path": "team", "project_id": "42"}
 

@@ -36,7 +36,7 @@ def subscriber(
     item_types: list[str] | None = None,
     projects: list[str] | None = None,
 ) -> Subscriber:
-    from workqueue.auth.projects import scope_regexes  # noqa: PLC0415
+    from workqueue.project_patterns import scope_regexes  # noqa: PLC0415
 
     return Subscriber(
         name=name,

@@ -31,8 +31,8 @@ from workqueue.api.submissions import (
     replay,
     start_submission,
 )
-from workqueue.auth.projects import path_matches
 from workqueue.db.transactions import run_in_transaction
+from workqueue.project_patterns import path_matches
 from workqueue.queue import holding_limits, read_repository
 from workqueue.queue.audit.log import AuditEntry
 from workqueue.queue.holding_limits import HoldingLimitError

@@ -13,7 +13,7 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from workqueue.auth.projects import pattern_problem, placeholders
+from workqueue.project_patterns import pattern_problem, placeholders
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from workqueue.api.webhook_config import WebhooksConfig, secret_from_environment
-from workqueue.auth.projects import MATCH_EVERYTHING, path_matches, scope_regexes
+from workqueue.project_patterns import MATCH_EVERYTHING, path_matches, scope_regexes
 from workqueue.settings import Settings
 
 logger = logging.getLogger(__name__)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from workqueue.auth.claims import claims_match
 from workqueue.auth.config import PERMISSIONS, AuthorizationRule, Permission
 from workqueue.auth.principal import Principal
-from workqueue.auth.projects import path_matches, scope_regexes
+from workqueue.project_patterns import path_matches, scope_regexes
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from workqueue.auth.projects import pattern_problem, placeholders
+from workqueue.project_patterns import pattern_problem, placeholders
 
 Permission = Literal["read", "submit", "retry"]
 PERMISSIONS: tuple[Permission, ...] = ("read", "submit", "retry")

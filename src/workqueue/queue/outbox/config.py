@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from standardwebhooks import Webhook
 
-from workqueue.auth.projects import pattern_problem, placeholders
+from workqueue.project_patterns import pattern_problem, placeholders
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from workqueue.auth.projects import path_matches, scope_regexes
+from workqueue.project_patterns import path_matches, scope_regexes
 from workqueue.queue.models import Phase, WorkItem
 from workqueue.queue.outbox import repository as outbox_repository
 from workqueue.queue.outbox.config import NotificationsConfig, OutboundEvent, SubscriberConfig

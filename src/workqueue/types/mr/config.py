@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from workqueue.auth.projects import pattern_problem, placeholders
+from workqueue.project_patterns import pattern_problem, placeholders
 from workqueue.types.gitlab_connection import check_gitlab_url
 from workqueue.types.mr.paths import branch_problem, check_glob
 

@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from workqueue.auth.projects import path_matches, scope_regexes
+from workqueue.project_patterns import path_matches, scope_regexes
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.content_rules import (
     FileContent,
