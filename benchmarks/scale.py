@@ -54,7 +54,8 @@ from workqueue.db.embedded import EmbeddedPostgres
 from workqueue.db.engine import build_engine, build_sessions
 from workqueue.db.migrate import upgrade_to_head
 from workqueue.db.url import libpq_conninfo
-from workqueue.queue import read_repository, repository
+from workqueue.queue import enqueue as repository
+from workqueue.queue import read_repository
 from workqueue.queue.models import Phase, WorkItem
 from workqueue.queue.processing import lease_repository
 from workqueue.queue.retention import repository as retention_repository

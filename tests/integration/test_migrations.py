@@ -18,7 +18,7 @@ from workqueue.db.migrate import (
     head_revision,
     upgrade_to_head,
 )
-from workqueue.queue.repository import advisory_lock_key
+from workqueue.queue.enqueue import advisory_lock_key
 from workqueue.schema import target_metadata
 
 

@@ -15,7 +15,7 @@ from attention_support import create_mr, members, reconciler, set_phase
 
 from workqueue.attention import repository, writer
 from workqueue.attention.config import QueueRule
-from workqueue.queue.repository import advisory_lock_key
+from workqueue.queue.enqueue import advisory_lock_key
 
 RULES = [QueueRule(name="pruned", match={"phase": ["failed"]}, prune=True)]
 

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from workqueue.queue import repository
+from workqueue.queue import enqueue as repository
 from workqueue.queue.contract import Action, EventContext, EventResult, ExecutionContext
 from workqueue.queue.dimensions import Dimensions, DimensionUpdate
 from workqueue.queue.errors import PermanentError

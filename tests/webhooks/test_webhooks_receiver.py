@@ -25,7 +25,7 @@ from webhook_support import (
 from workqueue.api.webhook_secrets import WebhookSecrets
 from workqueue.api.webhooks import delivery_key, gitlab_event_type
 from workqueue.db.url import libpq_conninfo
-from workqueue.queue.repository import WAKE_CHANNEL
+from workqueue.queue.enqueue import WAKE_CHANNEL
 from workqueue.testing.gitlab_simulator import ZERO_SHA
 
 

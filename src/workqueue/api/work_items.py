@@ -39,7 +39,8 @@ from workqueue.api.schemas import (
     listed_item_json,
 )
 from workqueue.db.transactions import run_in_transaction
-from workqueue.queue import ownership_repository, read_repository, repository
+from workqueue.queue import enqueue as repository
+from workqueue.queue import ownership_repository, read_repository
 from workqueue.queue.audit.log import AuditEntry
 from workqueue.queue.models import Phase, WorkItem
 from workqueue.queue.read_repository import MAX_PAGE_SIZE, InvalidCursorError, RowPage

@@ -21,7 +21,7 @@ from workqueue.attention import repository
 from workqueue.attention.details import DetailReaders
 from workqueue.attention.matching import ItemFacts, detail_fields, fingerprint, matches
 from workqueue.attention.repository import RULE_ACTOR, ItemRow, MembershipRow, QueueRow
-from workqueue.queue import repository as queue_repository
+from workqueue.queue import enqueue as queue_repository
 from workqueue.queue.audit.log import SYSTEM_ACTOR, AuditEntry
 from workqueue.queue.outbox import emit as outbox
 

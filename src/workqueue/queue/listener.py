@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import psycopg
 
-from workqueue.queue.repository import WAKE_CHANNEL
+from workqueue.queue.enqueue import WAKE_CHANNEL
 
 logger = logging.getLogger(__name__)
 

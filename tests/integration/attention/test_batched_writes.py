@@ -20,7 +20,7 @@ from sqlalchemy import event
 
 from workqueue.attention import repository, writer
 from workqueue.attention.config import QueueRule
-from workqueue.queue import repository as queue_repository
+from workqueue.queue import enqueue as queue_repository
 
 RULES = [
     QueueRule(name="sticky", match={"phase": ["failed"]}),

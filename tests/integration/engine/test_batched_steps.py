@@ -26,7 +26,7 @@ from sample_type import (
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from workqueue.queue import repository
+from workqueue.queue import enqueue as repository
 from workqueue.queue.audit.log import AuditLog
 from workqueue.queue.contract import ExecutionContext
 from workqueue.queue.models import DimensionStatus

@@ -17,7 +17,7 @@ from harness import fast_config, item_row
 from sample_type import SAMPLE_TYPE, SampleItem, create_item, decide, handle_poke
 from sqlalchemy.orm import Session, sessionmaker
 
-from workqueue.queue import repository
+from workqueue.queue import enqueue as repository
 from workqueue.queue.audit.log import AuditLog
 from workqueue.queue.contract import ExecutionContext
 from workqueue.queue.models import DimensionStatus, Phase

@@ -12,7 +12,7 @@ from sample_type import Behaviour, build_registry, create_item, create_items, ex
 from sqlalchemy import event
 
 from workqueue.db.engine import build_engine, build_sessions
-from workqueue.queue import repository
+from workqueue.queue import enqueue as repository
 from workqueue.queue.audit.log import AuditLog
 from workqueue.queue.processing import lease_repository
 from workqueue.queue.processing.claims_run import ClaimOutcome

@@ -14,7 +14,8 @@ import sqlalchemy as sa
 from harness import fast_config
 from sample_type import create_item
 
-from workqueue.queue import read_repository, repository
+from workqueue.queue import enqueue as repository
+from workqueue.queue import read_repository
 from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.models import DimensionStatus, Phase
 from workqueue.queue.processing import lease_repository

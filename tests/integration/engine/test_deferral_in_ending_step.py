@@ -12,7 +12,8 @@ from datetime import timedelta
 
 from sample_type import create_item
 
-from workqueue.queue import read_repository, repository
+from workqueue.queue import enqueue as repository
+from workqueue.queue import read_repository
 from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.models import DimensionStatus, Phase
 from workqueue.queue.processing import step_repository

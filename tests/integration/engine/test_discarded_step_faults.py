@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from harness import fast_config, item_row, running_manager, wait_until
 from sample_type import SAMPLE_TYPE, Behaviour, SampleItem, build_registry, create_item, decide
 
-from workqueue.queue import repository
+from workqueue.queue import enqueue as repository
 from workqueue.queue.audit.log import AuditLog
 from workqueue.queue.contract import ExecutionContext
 from workqueue.queue.models import DimensionStatus

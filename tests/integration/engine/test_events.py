@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from harness import dimension_rows, item_row, running_manager, settled, wait_until
 from sample_type import Behaviour, build_registry, create_item
 
-from workqueue.queue import repository
+from workqueue.queue import enqueue as repository
 from workqueue.queue.audit.log import AuditEntry, AuditLog
 from workqueue.queue.models import Phase
 

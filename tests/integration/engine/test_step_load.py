@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sample_type import SampleItem, create_item
 from sqlalchemy.orm import Session, sessionmaker
 
-from workqueue.queue import repository
+from workqueue.queue import enqueue as repository
 from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.models import DimensionStatus, WorkItem
 from workqueue.queue.processing import step_repository

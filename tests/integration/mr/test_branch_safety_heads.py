@@ -22,7 +22,7 @@ from test_mr_lifecycle_support import (
     lifecycle,
 )
 
-from workqueue.queue import repository
+from workqueue.queue import enqueue as repository
 from workqueue.queue.models import Phase
 from workqueue.types.mr.authorship import stamped_item
 

@@ -22,7 +22,7 @@ from harness import dimension_rows, fast_config, item_row, running_manager, sett
 from mr_harness import PROJECT, TOKEN, body, mr_registry, submit
 
 from workqueue.gitlab.client import GitLabClient
-from workqueue.queue import repository
+from workqueue.queue import enqueue as repository
 from workqueue.queue.contract import ExecutionContext
 from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.models import DimensionStatus, Phase

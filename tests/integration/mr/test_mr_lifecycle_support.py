@@ -21,7 +21,7 @@ from mr_harness import FILES, PROJECT, TOKEN, body, mr_registry, submit
 from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.gitlab.client import GitLabClient
-from workqueue.queue import repository
+from workqueue.queue import enqueue as repository
 from workqueue.queue.contract import ExecutionContext
 from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.models import DimensionStatus

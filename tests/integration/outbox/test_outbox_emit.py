@@ -11,7 +11,7 @@ from outbox_harness import make_outbox, outbox_rows, subscriber
 from sample_type import Behaviour, build_registry, create_item
 from sqlalchemy import event
 
-from workqueue.queue import repository
+from workqueue.queue import enqueue as repository
 from workqueue.queue.models import WorkItem
 from workqueue.queue.outbox import emit as outbox
 

@@ -25,7 +25,7 @@ from trunk_harness import (
 )
 
 from workqueue.db.transactions import run_in_transaction
-from workqueue.queue import repository
+from workqueue.queue import enqueue as repository
 from workqueue.types.trunk.config import TrunkTypeConfig
 from workqueue.types.trunk.ingest import WEBHOOK_SUBMITTER, ingest_head
 

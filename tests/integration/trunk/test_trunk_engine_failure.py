@@ -23,7 +23,7 @@ from trunk_harness import (
 )
 
 from workqueue.db.transactions import run_in_transaction
-from workqueue.queue import repository
+from workqueue.queue import enqueue as repository
 from workqueue.queue.errors import PermanentError
 from workqueue.queue.intake.pending_events import ingest_event
 from workqueue.types.trunk.decider import RECORD

@@ -23,7 +23,7 @@ from trunk_harness import (
 
 from workqueue.db.transactions import run_in_transaction
 from workqueue.gitlab.client import GitLabClient
-from workqueue.queue import repository
+from workqueue.queue import enqueue as repository
 from workqueue.queue.audit.history import AuditHistory
 from workqueue.queue.audit.log import AuditLog
 from workqueue.types.trunk import repository as trunk_repository

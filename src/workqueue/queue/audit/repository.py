@@ -14,9 +14,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from workqueue.queue.enqueue import driver_connection
 from workqueue.queue.models import AuditRecord
 from workqueue.queue.read_repository import InvalidCursorError
-from workqueue.queue.repository import driver_connection
 
 MAX_HISTORY_PAGE = 500
 # One retention pass deletes at most this many rows, so a first prune after a

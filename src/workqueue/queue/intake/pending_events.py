@@ -39,7 +39,7 @@ from typing import Any, Literal
 from sqlalchemy.orm import Session
 
 from workqueue.json_strict import InvalidJSONError, parse_strict_json
-from workqueue.queue import repository
+from workqueue.queue import enqueue as repository
 from workqueue.queue.registry import TypeRegistry
 
 IngestStatus = Literal["accepted", "duplicate", "ignored"]

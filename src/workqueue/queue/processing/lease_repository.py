@@ -18,8 +18,8 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from workqueue.queue import pg_arrays
+from workqueue.queue.enqueue import driver_connection
 from workqueue.queue.models import Phase
-from workqueue.queue.repository import driver_connection
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from datetime import timedelta
 from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.db.errors import is_database_unavailable
-from workqueue.queue import repository
+from workqueue.queue import enqueue as repository
 from workqueue.queue.audit.log import AuditLog
 from workqueue.queue.intake import pending_events as ingest
 from workqueue.queue.intake.resolver import IntakeResolver

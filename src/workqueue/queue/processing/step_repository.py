@@ -30,9 +30,9 @@ from sqlalchemy.orm.attributes import InstrumentedAttribute, instance_dict
 
 from workqueue.queue import pg_arrays
 from workqueue.queue.dimensions import DimensionState, DimensionUpdate
+from workqueue.queue.enqueue import driver_connection
 from workqueue.queue.models import DimensionStatus, PendingEvent, WorkItem, WorkItemStatus
 from workqueue.queue.processing.lease_repository import Claim
-from workqueue.queue.repository import driver_connection
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,9 +12,9 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from workqueue.queue import pg_arrays
+from workqueue.queue.enqueue import driver_connection
 from workqueue.queue.models import Phase
 from workqueue.queue.read_repository import OrderKeys, Page, RowPage, list_items, list_rows
-from workqueue.queue.repository import driver_connection
 from workqueue.types.mr.models import MR_ITEM_TYPE, MRWorkItem
 
 # Namespace of the two-key advisory locks that serialise submissions for one

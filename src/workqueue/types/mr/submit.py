@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
+from workqueue.queue import enqueue as queue_repository
 from workqueue.queue import holding_limits
-from workqueue.queue import repository as queue_repository
 from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.holding_limits import HoldingLimits, Owner
 from workqueue.queue.models import DimensionStatus, Phase

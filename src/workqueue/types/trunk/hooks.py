@@ -23,7 +23,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from workqueue.queue import repository as queue_repository
+from workqueue.queue import enqueue as queue_repository
 from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.models import DimensionStatus
 from workqueue.types.trunk import repository

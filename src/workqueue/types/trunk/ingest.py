@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from workqueue.gitlab.hooks import ZERO_SHA, push_hook
-from workqueue.queue import repository as queue_repository
+from workqueue.queue import enqueue as queue_repository
 from workqueue.queue.contract import Creator
 from workqueue.queue.intake import deliveries as intake
 from workqueue.queue.models import Phase

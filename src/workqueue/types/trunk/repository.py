@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
-from workqueue.queue import repository as queue_repository
+from workqueue.queue import enqueue as queue_repository
 from workqueue.queue.models import Phase, WorkItem
 from workqueue.types.trunk.config import TrunkQueueConfig
 from workqueue.types.trunk.models import (

@@ -18,7 +18,7 @@ depends_on = None
 
 
 # The per-item advisory lock key (DDR-34): the UUID's low 63 bits, identical to
-# `workqueue.queue.repository.advisory_lock_key`.
+# `workqueue.queue.enqueue.advisory_lock_key`.
 ITEM_LOCK_KEY_FUNCTION = """
 CREATE FUNCTION workqueue_item_lock_key(item_id uuid) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
