@@ -54,10 +54,9 @@ from workqueue.db.embedded import EmbeddedPostgres
 from workqueue.db.engine import build_engine, build_sessions
 from workqueue.db.migrate import upgrade_to_head
 from workqueue.db.url import libpq_conninfo
-from workqueue.queue import enqueue as repository
 from workqueue.queue import read_repository
 from workqueue.queue.models import Phase, WorkItem
-from workqueue.queue.processing import lease_repository
+from workqueue.queue.processing import lease_repository, sweeps
 from workqueue.queue.retention import repository as retention_repository
 from workqueue.testing.gitlab_simulator import GitLabSimulator
 from workqueue.types.mr.models import MRWorkItem
@@ -197,8 +196,8 @@ def database_figures(engine: Engine, total: int) -> dict[str, Any]:
         "claim": lambda s: lease_repository.claim_due_items(
             s, item_types=["mr"], limit=10, lease_seconds=30
         ),
-        "due_time": lambda s: repository.seconds_until_due(s, ["mr"]),
-        "wake_due_deferrals": lambda s: repository.wake_due_deferrals(s, ["mr"]),
+        "due_time": lambda s: sweeps.seconds_until_due(s, ["mr"]),
+        "wake_due_deferrals": lambda s: sweeps.wake_due_deferrals(s, ["mr"]),
         "generic_list_type_phase": lambda s: read_repository.list_rows(
             s,
             item_types=["mr"],

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from workqueue.queue import enqueue as repository
+from workqueue.queue import enqueue
 from workqueue.queue.contract import Action, EventContext, EventResult, ExecutionContext
 from workqueue.queue.dimensions import Dimensions, DimensionUpdate
 from workqueue.queue.errors import PermanentError
@@ -153,11 +153,11 @@ def create_item(
         {"id": item_id, "item_type": item_type},
     )
     for variant in steps:
-        repository.upsert_dimension(
+        enqueue.upsert_dimension(
             session, item_id, DimensionUpdate("needs_step", DimensionStatus.TRUE, variant)
         )
     if notify:
-        repository.notify_wake(session, item_type, item_id)
+        enqueue.notify_wake(session, item_type, item_id)
     return item_id
 
 

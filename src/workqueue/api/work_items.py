@@ -39,8 +39,7 @@ from workqueue.api.schemas import (
     listed_item_json,
 )
 from workqueue.db.transactions import run_in_transaction
-from workqueue.queue import enqueue as repository
-from workqueue.queue import ownership_repository, read_repository
+from workqueue.queue import enqueue, ownership_repository, read_repository
 from workqueue.queue.audit.log import AuditEntry
 from workqueue.queue.models import Phase, WorkItem
 from workqueue.queue.read_repository import MAX_PAGE_SIZE, InvalidCursorError, RowPage
@@ -149,7 +148,7 @@ def retry_work_item(item_id: ItemIdPath, runtime: RuntimeDep, caller: CallerDep)
         hook = _registration_hook(runtime, item.item_type, "retry_hook")
         if hook is not None:
             hook(session, item)
-        repository.mark_actionable(session, item.id, item.item_type, reactivate=True)
+        enqueue.mark_actionable(session, item.id, item.item_type, reactivate=True)
         session.refresh(item)
         return item_body(item, read_repository.dimensions_of(session, [item.id])[item.id])
 
@@ -203,7 +202,7 @@ def cancel_work_item(
         hook = _registration_hook(runtime, item.item_type, "cancel_hook")
         if hook is not None:
             hook(session, item, options.model_dump())
-        repository.cancel_item(session, item.id)
+        enqueue.cancel_item(session, item.id)
         session.refresh(item)
         return item_body(item, read_repository.dimensions_of(session, [item.id])[item.id])
 

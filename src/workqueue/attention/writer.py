@@ -21,7 +21,7 @@ from workqueue.attention import repository
 from workqueue.attention.details import DetailReaders
 from workqueue.attention.matching import ItemFacts, detail_fields, fingerprint, matches
 from workqueue.attention.repository import RULE_ACTOR, ItemRow, MembershipRow, QueueRow
-from workqueue.queue import enqueue as queue_repository
+from workqueue.queue import enqueue
 from workqueue.queue.audit.log import SYSTEM_ACTOR, AuditEntry
 from workqueue.queue.outbox import emit as outbox
 
@@ -115,7 +115,7 @@ def reconcile_items(
     """
     result = RowsOutcome()
     queues = repository.lock_queues_shared(session, queue_ids)
-    ordered = sorted(item_ids, key=queue_repository.advisory_lock_key)
+    ordered = sorted(item_ids, key=enqueue.advisory_lock_key)
     if len(ordered) > 1:
         savepoint = session.begin_nested()
         try:
@@ -178,7 +178,7 @@ def _reconcile_many(
     ten round trips each."""
     if not ordered:
         return []
-    queue_repository.lock_items(session, ordered)
+    enqueue.lock_items(session, ordered)
     rows = {row.id: row for row in repository.item_rows(session, ordered)}
     present = [rows[item_id] for item_id in ordered if item_id in rows]  # some were deleted
     all_facts = load_facts(session, readers, queues, present)
@@ -205,7 +205,7 @@ def _reconcile_many(
 def _reconcile_one(
     session: Session, readers: DetailReaders, queues: Sequence[QueueRow], item_id: uuid.UUID
 ) -> list[AuditEntry]:
-    queue_repository.lock_item(session, item_id)
+    enqueue.lock_item(session, item_id)
     rows = repository.item_rows(session, [item_id])
     if not rows:
         return []  # deleted since the page was read
@@ -251,7 +251,7 @@ def remove_by_hand(
 def _lock_for_hand(session: Session, queue: QueueRow, item_id: uuid.UUID) -> list[QueueRow]:
     # Same order as the reconciler: queue row, then the item.
     locked = repository.lock_queues_shared(session, [queue.id])
-    queue_repository.lock_item(session, item_id)
+    enqueue.lock_item(session, item_id)
     return locked or [queue]
 
 

@@ -20,7 +20,7 @@ from sqlalchemy import event
 
 from workqueue.attention import repository, writer
 from workqueue.attention.config import QueueRule
-from workqueue.queue import enqueue as queue_repository
+from workqueue.queue import enqueue
 
 RULES = [
     QueueRule(name="sticky", match={"phase": ["failed"]}),
@@ -125,12 +125,10 @@ def test_the_batch_waits_for_an_items_lock_like_the_row_path(sessions, conninfo)
         items = [create_mr(session, "p", phase="failed") for _ in range(5)]
         session.commit()
     queue_ids = _queue_ids_after_sync(sessions)
-    held = sorted(items, key=queue_repository.advisory_lock_key)[2]
+    held = sorted(items, key=enqueue.advisory_lock_key)[2]
     with psycopg.connect(conninfo) as holder:
         holder.execute("BEGIN")
-        holder.execute(
-            "SELECT pg_advisory_xact_lock(%s)", (queue_repository.advisory_lock_key(held),)
-        )
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (enqueue.advisory_lock_key(held),))
         finished = threading.Event()
 
         def run() -> None:

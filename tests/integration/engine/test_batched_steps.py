@@ -26,7 +26,7 @@ from sample_type import (
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from workqueue.queue import enqueue as repository
+from workqueue.queue import enqueue
 from workqueue.queue.audit.log import AuditLog
 from workqueue.queue.contract import ExecutionContext
 from workqueue.queue.models import DimensionStatus
@@ -214,7 +214,7 @@ def test_an_event_arriving_during_a_batch_is_not_stranded(sessions, engine: Engi
 
     def poke_the_third(_context: ExecutionContext, _number: int) -> None:
         with Session(engine) as other:
-            repository.insert_pending_event(
+            enqueue.insert_pending_event(
                 other,
                 item_id=target,
                 item_type=SAMPLE_TYPE,

@@ -17,7 +17,7 @@ from harness import fast_config, item_row
 from sample_type import SAMPLE_TYPE, SampleItem, create_item, decide, handle_poke
 from sqlalchemy.orm import Session, sessionmaker
 
-from workqueue.queue import enqueue as repository
+from workqueue.queue import enqueue
 from workqueue.queue.audit.log import AuditLog
 from workqueue.queue.contract import ExecutionContext
 from workqueue.queue.models import DimensionStatus, Phase
@@ -129,7 +129,7 @@ def test_two_batches_waking_each_others_items_do_not_deadlock(sessions, caplog):
         item_id = context.item.id
         calls[item_id] = calls.get(item_id, 0) + 1
         if item_id in wakes:
-            repository.insert_pending_event(
+            enqueue.insert_pending_event(
                 context.session,
                 item_id=wakes[item_id],
                 item_type=SAMPLE_TYPE,

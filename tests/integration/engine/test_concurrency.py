@@ -12,7 +12,7 @@ from sample_type import Behaviour, build_registry, create_item, create_items, ex
 from sqlalchemy import event
 
 from workqueue.db.engine import build_engine, build_sessions
-from workqueue.queue import enqueue as repository
+from workqueue.queue import enqueue
 from workqueue.queue.audit.log import AuditLog
 from workqueue.queue.processing import lease_repository
 from workqueue.queue.processing.claims_run import ClaimOutcome
@@ -126,7 +126,7 @@ def test_event_inserted_during_the_idle_decision_is_not_orphaned(sessions, engin
         inserter = build_sessions(engine)()
         try:
             # The enqueuer's transaction takes the item lock first ...
-            repository.lock_item(inserter, item_id)
+            enqueue.lock_item(inserter, item_id)
             with sessions() as session:
                 session.execute(
                     sa.text("UPDATE work_items SET actionable = true WHERE id = :id"),
@@ -137,7 +137,7 @@ def test_event_inserted_during_the_idle_decision_is_not_orphaned(sessions, engin
             # ... the loop finds nothing to do and blocks on that lock to go idle ...
             wait_until(lambda: _lock_waiters(sessions) == 1, what="loop waiting for the lock")
             # ... the event lands and commits while it waits.
-            repository.insert_pending_event(
+            enqueue.insert_pending_event(
                 inserter,
                 item_id=item_id,
                 item_type="sample",
@@ -167,7 +167,7 @@ def test_events_racing_with_idle_decisions_never_strand(sessions, conninfo):
                 for index, item_id in enumerate(ids):
                     if index % 3 == offset:
                         with sessions() as session:
-                            repository.insert_pending_event(
+                            enqueue.insert_pending_event(
                                 session,
                                 item_id=item_id,
                                 item_type="sample",

@@ -14,11 +14,10 @@ import sqlalchemy as sa
 from harness import fast_config
 from sample_type import create_item
 
-from workqueue.queue import enqueue as repository
-from workqueue.queue import read_repository
+from workqueue.queue import enqueue, read_repository
 from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.models import DimensionStatus, Phase
-from workqueue.queue.processing import lease_repository
+from workqueue.queue.processing import lease_repository, sweeps
 
 _HOUR = timedelta(hours=1)
 
@@ -26,13 +25,13 @@ _HOUR = timedelta(hours=1)
 def _deferred_item(session) -> uuid.UUID:
     item_id = create_item(session, ["a"], notify=False)
     for status in (DimensionStatus.TRUE, DimensionStatus.FALSE):
-        repository.upsert_dimension(
+        enqueue.upsert_dimension(
             session,
             item_id,
             DimensionUpdate(
                 f"needs_{status.value}",
                 status,
-                pending_until=repository.database_now(session) + _HOUR,
+                pending_until=enqueue.database_now(session) + _HOUR,
             ),
         )
     return item_id
@@ -69,7 +68,7 @@ def test_leaving_active_clears_the_items_deferrals_whatever_sets_the_phase(sessi
         cancelled, completed, failed, active = (_deferred_item(session) for _ in range(4))
         session.commit()
     with sessions() as session:
-        repository.cancel_item(session, cancelled)
+        enqueue.cancel_item(session, cancelled)
         # an executor or an event result ending the item (ORM write of the phase)
         item = read_repository.get_item(session, completed)
         assert item is not None
@@ -104,7 +103,7 @@ def test_a_retried_item_starts_without_its_old_deferrals_and_can_defer_again(ses
         _fail(session, item_id)
         session.commit()
     with sessions() as session:
-        repository.mark_actionable(session, item_id, "sample", reactivate=True)
+        enqueue.mark_actionable(session, item_id, "sample", reactivate=True)
         session.commit()
     with sessions() as session:
         item = read_repository.get_item(session, item_id)
@@ -112,13 +111,13 @@ def test_a_retried_item_starts_without_its_old_deferrals_and_can_defer_again(ses
         assert item.phase == Phase.ACTIVE
         assert item.actionable
         assert _pending(session, item_id) == []
-        repository.upsert_dimension(
+        enqueue.upsert_dimension(
             session,
             item_id,
             DimensionUpdate(
                 "needs_true",
                 DimensionStatus.TRUE,
-                pending_until=repository.database_now(session) + _HOUR,
+                pending_until=enqueue.database_now(session) + _HOUR,
             ),
         )
         session.commit()
@@ -157,12 +156,12 @@ def test_the_next_deferral_is_an_index_probe_that_skips_finished_items(sessions)
         assert deferred == 20  # the finished items' rows are not in the index any more
         plan = "\n".join(
             session.execute(
-                sa.text(f"EXPLAIN (ANALYZE, COSTS OFF) {repository.NEXT_DEFERRAL_SQL}"),
+                sa.text(f"EXPLAIN (ANALYZE, COSTS OFF) {sweeps.NEXT_DEFERRAL_SQL}"),
                 {"item_types": ["sample"]},
             ).scalars()
         )
         assert "ix_work_item_statuses_pending_until" in plan, plan
         assert "Seq Scan on work_item_statuses" not in plan, plan
-        seconds = repository.seconds_until_due(session, ["sample"])
+        seconds = sweeps.seconds_until_due(session, ["sample"])
         assert seconds is not None
         assert 86000 < seconds <= 86400

@@ -12,8 +12,7 @@ from datetime import timedelta
 
 from sample_type import create_item
 
-from workqueue.queue import enqueue as repository
-from workqueue.queue import read_repository
+from workqueue.queue import enqueue, read_repository
 from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.models import DimensionStatus, Phase
 from workqueue.queue.processing import step_repository
@@ -24,7 +23,7 @@ def test_rows_written_by_a_step_that_ended_the_item_hold_no_deferral(sessions):
         ended, active = (create_item(session, ["a"], notify=False) for _ in range(2))
         session.commit()
     with sessions() as session:
-        later = repository.database_now(session) + timedelta(hours=1)
+        later = enqueue.database_now(session) + timedelta(hours=1)
         item = read_repository.get_item(session, ended)
         assert item is not None
         item.phase = Phase.COMPLETED

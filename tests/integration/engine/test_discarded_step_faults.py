@@ -22,11 +22,11 @@ import sqlalchemy as sa
 from harness import fast_config, item_row, running_manager, wait_until
 from sample_type import SAMPLE_TYPE, Behaviour, SampleItem, build_registry, create_item, decide
 
-from workqueue.queue import enqueue as repository
+from workqueue.queue import enqueue
 from workqueue.queue.audit.log import AuditLog
 from workqueue.queue.contract import ExecutionContext
 from workqueue.queue.models import DimensionStatus
-from workqueue.queue.processing import lease_repository, step_repository
+from workqueue.queue.processing import lease_repository, step_repository, sweeps
 from workqueue.queue.processing.claims_run import ClaimOutcome
 from workqueue.queue.processing.item_loop import ItemLoop
 from workqueue.queue.registry import TypeRegistry
@@ -159,9 +159,9 @@ def test_a_batch_with_one_success_does_not_wait_for_its_lock_while_holding_its_f
         # Like storing one delivery's events for both items: their locks in this order.
         try:
             with sessions() as session:
-                repository.mark_actionable(session, succeeding_id, SAMPLE_TYPE)
+                enqueue.mark_actionable(session, succeeding_id, SAMPLE_TYPE)
                 time.sleep(0.5)
-                repository.mark_actionable(session, failed_id, SAMPLE_TYPE)
+                enqueue.mark_actionable(session, failed_id, SAMPLE_TYPE)
                 session.commit()
         except Exception as error:
             enqueuer_errors.append(f"{type(error).__name__}: {error}")
@@ -182,7 +182,7 @@ def test_a_batch_with_one_success_does_not_wait_for_its_lock_while_holding_its_f
 
 
 def test_claims_are_not_stranded_when_the_due_time_query_fails(sessions, monkeypatch):
-    real = repository.seconds_until_due
+    real = sweeps.seconds_until_due
     failed = []
 
     def seconds_until_due(session, item_types, **options):
@@ -191,7 +191,7 @@ def test_claims_are_not_stranded_when_the_due_time_query_fails(sessions, monkeyp
             raise psycopg.OperationalError("server closed the connection unexpectedly")
         return real(session, item_types, **options)
 
-    monkeypatch.setattr(repository, "seconds_until_due", seconds_until_due)
+    monkeypatch.setattr(sweeps, "seconds_until_due", seconds_until_due)
     config = fast_config(lease_seconds=3, heartbeat_seconds=0.5)
     with running_manager(sessions, build_registry(Behaviour()), config) as manager:
         with sessions() as session:
@@ -243,14 +243,14 @@ def test_a_backoff_finished_during_the_due_time_query_is_not_forgotten(sessions,
     """Claims start only after the dispatcher's due-time query: a claim that failed and
     set its retry time while the query ran would otherwise see that time overwritten by
     the query's answer (taken while it was still held) and wait for the safety sweep."""
-    real = repository.seconds_until_due
+    real = sweeps.seconds_until_due
 
     def slow_seconds_until_due(session, item_types, **options):
         answer = real(session, item_types, **options)
         time.sleep(0.3)  # a busy database: claims would finish meanwhile
         return answer
 
-    monkeypatch.setattr(repository, "seconds_until_due", slow_seconds_until_due)
+    monkeypatch.setattr(sweeps, "seconds_until_due", slow_seconds_until_due)
     failures_left = [RateLimitedError("429") for _ in range(4)]
 
     def step(context: ExecutionContext) -> None:

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from harness import dimension_rows, item_row, running_manager, settled, wait_until
 from sample_type import Behaviour, build_registry, create_item
 
-from workqueue.queue import enqueue as repository
+from workqueue.queue import enqueue
 from workqueue.queue.audit.log import AuditEntry, AuditLog
 from workqueue.queue.models import Phase
 
@@ -26,7 +26,7 @@ class RecordingAudit(AuditLog):
 
 def _insert_event(sessions, item_id, body, dedupe_key=None) -> bool:
     with sessions() as session:
-        inserted = repository.insert_pending_event(
+        inserted = enqueue.insert_pending_event(
             session,
             item_id=item_id,
             item_type="sample",
@@ -172,7 +172,7 @@ def test_many_events_in_one_statement_keep_order_dedupe_and_wake_each_idle_item_
         session.commit()
 
     def event(item_id, n, key):
-        return repository.NewPendingEvent(item_id, "sample", "poke", f'{{"n": {n}}}', key)
+        return enqueue.NewPendingEvent(item_id, "sample", "poke", f'{{"n": {n}}}', key)
 
     batch = [
         event(idle, 1, "k-1"),
@@ -183,15 +183,15 @@ def test_many_events_in_one_statement_keep_order_dedupe_and_wake_each_idle_item_
         event(running, 6, "k-6"),
     ]
     with psycopg.connect(conninfo, autocommit=True) as listener, sessions() as holder:
-        listener.execute(f"LISTEN {repository.WAKE_CHANNEL}")
+        listener.execute(f"LISTEN {enqueue.WAKE_CHANNEL}")
         # A running step holds its item's row (its actionable is already true).
         holder.execute(
             sa.text("SELECT 1 FROM work_items WHERE id = :id FOR NO KEY UPDATE"), {"id": running}
         )
         with sessions() as session:
             session.execute(sa.text("SET LOCAL lock_timeout = '2s'"))  # a wait fails the test
-            ordered = sorted(batch, key=lambda e: repository.advisory_lock_key(e.item_id))
-            stored = repository.insert_pending_events(session, ordered)
+            ordered = sorted(batch, key=lambda e: enqueue.advisory_lock_key(e.item_id))
+            stored = enqueue.insert_pending_events(session, ordered)
             session.commit()
         holder.rollback()
         announced = sorted(n.payload for n in listener.notifies(timeout=1, stop_after=10))
@@ -216,17 +216,17 @@ def test_many_events_with_large_bodies_are_stored_in_parts_in_order(sessions, mo
     statement (a batch of large hooks that each concern many items once became one
     message over PostgreSQL's 1 GB limit, which closes the connection, and the intake
     retried that batch forever): every event is stored, each item's in order."""
-    monkeypatch.setattr(repository, "PENDING_EVENT_BODIES_PER_STATEMENT", 250)
+    monkeypatch.setattr(enqueue, "PENDING_EVENT_BODIES_PER_STATEMENT", 250)
     with sessions() as session:
         items = sorted(
             (create_item(session, [], notify=False) for _ in range(3)),
-            key=repository.advisory_lock_key,
+            key=enqueue.advisory_lock_key,
         )
         session.execute(sa.text("UPDATE work_items SET actionable = false"))
         session.commit()
     pad = "x" * 90
     batch = [
-        repository.NewPendingEvent(item_id, "sample", "poke", f'{{"n": {n}, "pad": "{pad}"}}', None)
+        enqueue.NewPendingEvent(item_id, "sample", "poke", f'{{"n": {n}, "pad": "{pad}"}}', None)
         for item_id in items
         for n in range(5)
     ]
@@ -242,7 +242,7 @@ def test_many_events_with_large_bodies_are_stored_in_parts_in_order(sessions, mo
     with sessions() as session:
         own.append(session.connection().connection.driver_connection)
         monkeypatch.setattr(psycopg.Connection, "execute", counted)
-        stored = repository.insert_pending_events(session, batch)
+        stored = enqueue.insert_pending_events(session, batch)
         monkeypatch.undo()
         session.commit()
 

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sample_type import SampleItem, create_item
 from sqlalchemy.orm import Session, sessionmaker
 
-from workqueue.queue import enqueue as repository
+from workqueue.queue import enqueue
 from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.models import DimensionStatus, WorkItem
 from workqueue.queue.processing import step_repository
@@ -77,7 +77,7 @@ def test_joined_table_items_load_as_the_orm_loads_them(sessions):
             DimensionUpdate("needs_mr", DimensionStatus.FALSE),
             DimensionUpdate("needs_ci_retry", DimensionStatus.TRUE, "unit ü", later),
         ):
-            repository.upsert_dimension(session, ids[0], update)
+            enqueue.upsert_dimension(session, ids[0], update)
         session.commit()
     _compare_with_orm(sessions, MRWorkItem, ids)
     with sessions() as session:
@@ -144,7 +144,7 @@ def test_waiting_events_come_with_the_batch_oldest_first(sessions):
     ]
     for body in bodies:
         with sessions() as session:
-            repository.insert_pending_event(
+            enqueue.insert_pending_event(
                 session, item_id=item_id, item_type="sample", event_type="poke", body=body
             )
             session.commit()
@@ -175,7 +175,7 @@ def test_dimension_rows_and_consumed_events_are_written_by_one_statement(session
         session.commit()
     for n in range(3):
         with sessions() as session:
-            repository.insert_pending_event(
+            enqueue.insert_pending_event(
                 session, item_id=item_id, item_type="sample", event_type="poke", body={"n": n}
             )
             session.commit()

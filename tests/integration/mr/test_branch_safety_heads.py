@@ -22,7 +22,7 @@ from test_mr_lifecycle_support import (
     lifecycle,
 )
 
-from workqueue.queue import enqueue as repository
+from workqueue.queue import enqueue
 from workqueue.queue.models import Phase
 from workqueue.types.mr.authorship import stamped_item
 
@@ -33,7 +33,7 @@ def retry_like_the_api(world: Any, item_id: Any) -> None:
     with world.sessions() as session:
         item = session.get(registration.model, item_id)
         registration.retry_hook(session, item)
-        repository.mark_actionable(session, item_id, "mr", reactivate=True)
+        enqueue.mark_actionable(session, item_id, "mr", reactivate=True)
         session.commit()
     world.manager.notify(item_id)
 
@@ -138,7 +138,7 @@ def test_a_branch_left_by_a_cancelled_generation_is_the_services(sessions):
     with gitlab() as simulator, lifecycle(sessions, simulator) as world:
         first_id, iid = world.open_mr()
         with world.sessions() as session:
-            repository.cancel_item(session, first_id)  # cancel, leaving the MR open
+            enqueue.cancel_item(session, first_id)  # cancel, leaving the MR open
             session.commit()
         second_id = world.submit(title="Second generation")
         assert second_id != first_id

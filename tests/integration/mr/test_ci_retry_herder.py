@@ -22,7 +22,7 @@ from harness import dimension_rows, fast_config, item_row, running_manager, sett
 from mr_harness import PROJECT, TOKEN, body, mr_registry, submit
 
 from workqueue.gitlab.client import GitLabClient
-from workqueue.queue import enqueue as repository
+from workqueue.queue import enqueue
 from workqueue.queue.contract import ExecutionContext
 from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.models import DimensionStatus, Phase
@@ -105,10 +105,10 @@ class Scene:
         """What a failed-job event does: needs_ci_retry "true" for each job name."""
         with self.sessions() as session:
             for name in names:
-                repository.upsert_dimension(
+                enqueue.upsert_dimension(
                     session, item_id, DimensionUpdate("needs_ci_retry", DimensionStatus.TRUE, name)
                 )
-            repository.mark_actionable(session, item_id, "mr")
+            enqueue.mark_actionable(session, item_id, "mr")
             session.commit()
         self.manager.notify(item_id)
 

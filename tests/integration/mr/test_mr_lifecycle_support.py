@@ -21,7 +21,7 @@ from mr_harness import FILES, PROJECT, TOKEN, body, mr_registry, submit
 from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.gitlab.client import GitLabClient
-from workqueue.queue import enqueue as repository
+from workqueue.queue import enqueue
 from workqueue.queue.contract import ExecutionContext
 from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.models import DimensionStatus
@@ -134,7 +134,7 @@ class Lifecycle:
         """Store events (event type, hook body) for the item in ONE commit, then wake it."""
         with self.sessions() as session:
             for event_type, payload in events:
-                repository.insert_pending_event(
+                enqueue.insert_pending_event(
                     session,
                     item_id=item_id,
                     item_type="mr",
@@ -148,8 +148,8 @@ class Lifecycle:
     def set_dimension(self, item_id: uuid.UUID, dimension: str, status: DimensionStatus) -> None:
         """Raise or clear a dimension from outside (as a submission or the API would)."""
         with self.sessions() as session:
-            repository.upsert_dimension(session, item_id, DimensionUpdate(dimension, status))
-            repository.mark_actionable(session, item_id, "mr")
+            enqueue.upsert_dimension(session, item_id, DimensionUpdate(dimension, status))
+            enqueue.mark_actionable(session, item_id, "mr")
             session.commit()
         self.manager.notify(item_id)
 

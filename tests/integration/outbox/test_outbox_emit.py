@@ -11,7 +11,7 @@ from outbox_harness import make_outbox, outbox_rows, subscriber
 from sample_type import Behaviour, build_registry, create_item
 from sqlalchemy import event
 
-from workqueue.queue import enqueue as repository
+from workqueue.queue import enqueue
 from workqueue.queue.models import WorkItem
 from workqueue.queue.outbox import emit as outbox
 
@@ -95,18 +95,18 @@ def test_a_rolled_back_change_announces_nothing(sessions):
         item_id = create_item(session, ["a"], notify=False)
         session.commit()
     with sessions() as session:
-        repository.cancel_item(session, item_id)
+        enqueue.cancel_item(session, item_id)
         assert len(outbox_rows_in(session)) == 1  # written in this transaction...
         session.rollback()
     assert outbox_rows(sessions) == []  # ...and gone with it
     with sessions() as session:
-        repository.cancel_item(session, item_id)
+        enqueue.cancel_item(session, item_id)
         session.commit()
     (row,) = outbox_rows(sessions)
     assert (row.event_type, row.work_item_id) == ("work_item.cancelled", item_id)
     assert row.data["phase"] == "cancelled"
     with sessions() as session:
-        repository.cancel_item(session, item_id)  # already cancelled: no second event
+        enqueue.cancel_item(session, item_id)  # already cancelled: no second event
         session.commit()
     assert len(outbox_rows(sessions)) == 1
 
@@ -145,7 +145,7 @@ def test_events_that_change_the_phase_announce_it(sessions):
             item_id = create_item(session, [], notify=False)
             session.commit()
         with sessions() as session:
-            repository.insert_pending_event(
+            enqueue.insert_pending_event(
                 session,
                 item_id=item_id,
                 item_type="sample",

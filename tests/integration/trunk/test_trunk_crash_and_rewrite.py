@@ -25,7 +25,7 @@ from trunk_harness import (
 )
 
 from workqueue.db.transactions import run_in_transaction
-from workqueue.queue import enqueue as repository
+from workqueue.queue import enqueue
 from workqueue.types.trunk.config import TrunkTypeConfig
 from workqueue.types.trunk.ingest import WEBHOOK_SUBMITTER, ingest_head
 
@@ -133,6 +133,6 @@ def _wake_record(sessions, item_id) -> None:
             ),
             {"id": item_id},
         )
-        repository.mark_actionable(session, item_id, "trunk")
+        enqueue.mark_actionable(session, item_id, "trunk")
 
     run_in_transaction(sessions, work)

@@ -23,7 +23,7 @@ from trunk_harness import (
 )
 
 from workqueue.db.transactions import run_in_transaction
-from workqueue.queue import enqueue as repository
+from workqueue.queue import enqueue
 from workqueue.queue.errors import PermanentError
 from workqueue.queue.intake.pending_events import ingest_event
 from workqueue.types.trunk.decider import RECORD
@@ -106,7 +106,7 @@ def test_an_engine_failure_releases_the_slot_once_and_admits_the_next_head(
         def retry(session) -> None:
             item = session.get(registration.model, failed.id)
             registration.retry_hook(session, item)
-            repository.mark_actionable(session, failed.id, "trunk", reactivate=True)
+            enqueue.mark_actionable(session, failed.id, "trunk", reactivate=True)
 
         run_in_transaction(sessions, retry)
         wait_until(lambda: state_is(sessions, a, "superseded"), what="A superseded on retry")
@@ -122,7 +122,7 @@ def test_an_engine_failure_releases_the_slot_once_and_admits_the_next_head(
         def cancel(session) -> None:
             item = session.get(registration.model, item_id)
             registration.cancel_hook(session, item, {})
-            repository.cancel_item(session, item_id)
+            enqueue.cancel_item(session, item_id)
 
         run_in_transaction(sessions, cancel)
         assert head(sessions, b).phase == "cancelled"

@@ -25,7 +25,7 @@ from trunk_harness import (
 )
 
 from workqueue.db.transactions import run_in_transaction
-from workqueue.queue import enqueue as repository
+from workqueue.queue import enqueue
 from workqueue.queue.intake.pending_events import ingest_event
 
 
@@ -61,7 +61,7 @@ def manager(sessions, registry, conninfo):
 def _retry(session, registry, item_id) -> None:
     item = session.get(registry.get("trunk").model, item_id)
     registry.get("trunk").retry_hook(session, item)
-    repository.mark_actionable(session, item_id, "trunk", reactivate=True)
+    enqueue.mark_actionable(session, item_id, "trunk", reactivate=True)
 
 
 def test_failed_and_canceled_builds_free_the_slot_and_retry_validates_again(
@@ -130,7 +130,7 @@ def test_cancelling_a_building_head_frees_its_slot_once(sessions, conninfo, simu
         def cancel(session) -> None:
             item = session.get(registry.get("trunk").model, item_id)
             registry.get("trunk").cancel_hook(session, item, {})
-            repository.cancel_item(session, item_id)
+            enqueue.cancel_item(session, item_id)
 
         run_in_transaction(sessions, cancel)
         assert (head(sessions, a).state, in_flight(sessions)) == ("cancelled", 0)

@@ -23,7 +23,7 @@ from trunk_harness import (
 
 from workqueue.db.transactions import run_in_transaction
 from workqueue.gitlab.client import GitLabClient
-from workqueue.queue import enqueue as repository
+from workqueue.queue import enqueue
 from workqueue.queue.audit.history import AuditHistory
 from workqueue.queue.audit.log import AuditLog
 from workqueue.types.trunk import repository as trunk_repository
@@ -168,6 +168,6 @@ def _wake_process(sessions, item_id) -> None:
             ),
             {"id": item_id},
         )
-        repository.mark_actionable(session, item_id, "trunk")
+        enqueue.mark_actionable(session, item_id, "trunk")
 
     run_in_transaction(sessions, work)

@@ -14,7 +14,7 @@ way:
    they are woken like new submissions, with no event stored for them.
    Then every resolver registered for the event type names the ACTIVE items the
    event concerns (DDR-32). For each, the raw event is stored in
-   `pending_events` through `repository.insert_pending_event`, which takes the
+   `pending_events` through `enqueue.insert_pending_event`, which takes the
    item's advisory lock, marks it actionable and queues a NOTIFY (DDR-34).
 4. No item concerned: `ingest_event` answers "ignored" (a stored delivery
    was answered "accepted" already) — the delivery stays recorded, so a
@@ -39,7 +39,8 @@ from typing import Any, Literal
 from sqlalchemy.orm import Session
 
 from workqueue.json_strict import InvalidJSONError, parse_strict_json
-from workqueue.queue import enqueue as repository
+from workqueue.queue import enqueue
+from workqueue.queue.intake import received_repository
 from workqueue.queue.registry import TypeRegistry
 
 IngestStatus = Literal["accepted", "duplicate", "ignored"]
@@ -94,7 +95,7 @@ def ingest_event(
     if not registry.routes_event(event_type):
         return IngestResult("ignored")
     key = None if delivery_key is None else normalize_delivery_key(delivery_key)
-    if key is not None and not repository.record_delivery(
+    if key is not None and not received_repository.record_delivery(
         session, delivery_key=key, source=source, event_type=event_type
     ):
         return IngestResult("duplicate")
@@ -185,7 +186,7 @@ class PendingEventTarget:
 
 
 def store_pending_events(session: Session, targets: list[PendingEventTarget]) -> list[uuid.UUID]:
-    """Store each event for its item (`repository.insert_pending_events`: the items'
+    """Store each event for its item (`enqueue.insert_pending_events`: the items'
     advisory locks, actionable, NOTIFY); returns the items that got a new event, in
     lock-key order.
 
@@ -193,11 +194,11 @@ def store_pending_events(session: Session, targets: list[PendingEventTarget]) ->
     so transactions storing events for overlapping items cannot deadlock on the
     items' advisory locks.
     """
-    ordered = sorted(targets, key=lambda target: repository.advisory_lock_key(target.item_id))
-    stored = repository.insert_pending_events(
+    ordered = sorted(targets, key=lambda target: enqueue.advisory_lock_key(target.item_id))
+    stored = enqueue.insert_pending_events(
         session,
         [
-            repository.NewPendingEvent(
+            enqueue.NewPendingEvent(
                 item_id=target.item_id,
                 item_type=target.item_type,
                 event_type=target.event_type,
@@ -218,7 +219,7 @@ def prune_deliveries(session: Session, older_than: timedelta = DEFAULT_DELIVERY_
 
     Meant for the periodic safety sweep: one indexed DELETE (on `received_at`).
     """
-    return repository.prune_deliveries_older_than(session, older_than.total_seconds())
+    return received_repository.prune_deliveries_older_than(session, older_than.total_seconds())
 
 
 def parse_event_body(raw: bytes | str) -> dict[str, Any] | None:

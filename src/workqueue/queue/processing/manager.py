@@ -30,13 +30,12 @@ from datetime import timedelta
 from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.db.errors import is_database_unavailable
-from workqueue.queue import enqueue as repository
 from workqueue.queue.audit.log import AuditLog
 from workqueue.queue.intake import pending_events as ingest
 from workqueue.queue.intake.resolver import IntakeResolver
 from workqueue.queue.listener import WakeListener
 from workqueue.queue.observer import EngineObserver
-from workqueue.queue.processing import lease_repository
+from workqueue.queue.processing import lease_repository, sweeps
 from workqueue.queue.processing.claims_run import ClaimOutcome, ClaimResult
 from workqueue.queue.processing.config import ProcessingConfig
 from workqueue.queue.processing.dispatch_plan import (
@@ -71,7 +70,7 @@ INITIAL_SECONDS_PER_ITEM = 0.25
 RETRY_DUE_SECONDS = 0.25
 
 
-WAKE_BATCH_SIZE = repository.WAKE_BATCH_SIZE
+WAKE_BATCH_SIZE = sweeps.WAKE_BATCH_SIZE
 
 _startup_heap_frozen = threading.Event()
 
@@ -113,9 +112,9 @@ def run_wake_ups(
     """
     kinds = []
     if events:
-        kinds.append(repository.wake_items_with_events)
+        kinds.append(sweeps.wake_items_with_events)
     if deferrals:
-        kinds.append(repository.wake_due_deferrals)
+        kinds.append(sweeps.wake_due_deferrals)
     total = 0
     for wake in kinds:
         while True:
@@ -377,7 +376,7 @@ class ProcessingManager:
             held = list(self._held)
             self._due_reported_meanwhile = []
         try:
-            seconds = repository.seconds_until_due(session, self.item_types, held=held)
+            seconds = sweeps.seconds_until_due(session, self.item_types, held=held)
             session.commit()
         finally:
             with self._lock:

@@ -8,7 +8,7 @@ from typing import Any, cast
 from sqlalchemy.orm import Session
 
 from workqueue.gitlab.client import GitLabClient
-from workqueue.queue import enqueue as repository
+from workqueue.queue import enqueue
 from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.models import DimensionStatus, WorkItem
 from workqueue.types.mr.models import MRDimension, MRWorkItem
@@ -43,6 +43,6 @@ class MRCancelRetryHooks:
 
     def reopen_on_retry(self, session: Session, item: WorkItem) -> None:
         """Retry hook: ask for the branch and MR again (a cancelled item's MR may be closed)."""
-        repository.upsert_dimension(
+        enqueue.upsert_dimension(
             session, item.id, DimensionUpdate(MRDimension.NEEDS_MR, DimensionStatus.TRUE)
         )

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
-from workqueue.queue import enqueue as queue_repository
-from workqueue.queue import holding_limits
+from workqueue.queue import enqueue, holding_limits
 from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.holding_limits import HoldingLimits, Owner
 from workqueue.queue.models import DimensionStatus, Phase
@@ -150,10 +149,10 @@ def submit_mr(
     # the service to overwrite a human's commits. ensure_mr clears it only
     # when the branch head is the service's own again, or the branch is gone.
     session.flush()
-    queue_repository.upsert_dimension(
+    enqueue.upsert_dimension(
         session, existing.id, DimensionUpdate(MRDimension.NEEDS_MR, DimensionStatus.TRUE)
     )
-    queue_repository.mark_actionable(
+    enqueue.mark_actionable(
         session, existing.id, MR_ITEM_TYPE, reactivate=outcome is SubmitOutcome.RETRIED
     )
     session.refresh(existing)
@@ -196,7 +195,7 @@ def _create(
     _apply_content(item, submission, digest)
     session.add(item)
     session.flush()
-    queue_repository.notify_wake(session, MR_ITEM_TYPE, item.id)
+    enqueue.notify_wake(session, MR_ITEM_TYPE, item.id)
     session.refresh(item)
     return item
 

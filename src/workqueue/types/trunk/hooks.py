@@ -23,7 +23,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from workqueue.queue import enqueue as queue_repository
+from workqueue.queue import enqueue
 from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.models import DimensionStatus
 from workqueue.types.trunk import repository
@@ -86,6 +86,6 @@ class TrunkHooks:
         item.completion_reason = None
         session.flush()
         for dimension in (TrunkDimension.NEEDS_PROCESS, TrunkDimension.NEEDS_RECORD):
-            queue_repository.upsert_dimension(
+            enqueue.upsert_dimension(
                 session, item.id, DimensionUpdate(dimension, DimensionStatus.TRUE)
             )

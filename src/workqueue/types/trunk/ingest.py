@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from workqueue.gitlab.hooks import ZERO_SHA, push_hook
-from workqueue.queue import enqueue as queue_repository
+from workqueue.queue import enqueue
 from workqueue.queue.contract import Creator
 from workqueue.queue.intake import deliveries as intake
 from workqueue.queue.models import Phase
@@ -96,7 +96,7 @@ def ingest_head(
     row.latest_sequence = sequence
     row.latest_item_id = item.id
     session.flush()
-    queue_repository.notify_wake(session, TRUNK_ITEM_TYPE, item.id)
+    enqueue.notify_wake(session, TRUNK_ITEM_TYPE, item.id)
     # The head this one pushes out of the kept window may be waiting for a slot:
     # it supersedes itself now instead of at its next gate re-check.
     window = 1 if row.serial_until_green else queue.max_concurrent

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
-from workqueue.queue import enqueue as queue_repository
+from workqueue.queue import enqueue
 from workqueue.queue.models import Phase, WorkItem
 from workqueue.types.trunk.config import TrunkQueueConfig
 from workqueue.types.trunk.models import (
@@ -251,8 +251,8 @@ def wake_heads(session: Session, ids: Collection[uuid.UUID], *, cause: uuid.UUID
     advisory locks in the order opposite to the step's end (`mark_actionable`
     would, and deadlock with a head finishing its own step).
     """
-    for item_id in sorted(ids, key=queue_repository.advisory_lock_key):
-        queue_repository.insert_pending_event(
+    for item_id in sorted(ids, key=enqueue.advisory_lock_key):
+        enqueue.insert_pending_event(
             session,
             item_id=item_id,
             item_type=TRUNK_ITEM_TYPE,
