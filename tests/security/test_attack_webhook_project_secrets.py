@@ -35,9 +35,9 @@ from webhook_support import make_item, mr_registry
 
 from workqueue.api import webhooks
 from workqueue.api.app import ServiceApp, create_app
-from workqueue.api.webhook_projects import ProjectDirectory
 from workqueue.config import ServiceConfig
 from workqueue.gitlab.client import GitLabClient
+from workqueue.receivers.projects import ProjectDirectory
 from workqueue.settings import Settings
 from workqueue.testing.gitlab_simulator import GitLabSimulator, JobSpec
 from workqueue.types.catalog import InstallContext

@@ -21,8 +21,8 @@ from gitlab_shapes import (
 )
 from webhook_support import NEW_SECRET, make_item, mr_registry, pending, webhook_app
 
-from workqueue.api.webhooks import gitlab_event_type
 from workqueue.gitlab.hooks import (
+    gitlab_event_type,
     job_hook,
     merge_request_hook,
     note_hook,

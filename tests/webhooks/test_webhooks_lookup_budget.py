@@ -10,15 +10,15 @@ import threading
 import pytest
 from mr_harness import TOKEN
 
-from workqueue.api.webhook_lookup_budget import (
+from workqueue.gitlab.client import GitLabClient
+from workqueue.receivers.lookup_budget import (
     LOOKUPS_PER_MINUTE,
     MAX_WAITING,
     MAX_WAITING_PER_PAYER,
     LookupBudget,
     LookupRefused,
 )
-from workqueue.api.webhook_projects import ProjectDirectory
-from workqueue.gitlab.client import GitLabClient
+from workqueue.receivers.projects import ProjectDirectory
 
 
 class Clock:

@@ -8,16 +8,20 @@ from typing import Any
 import pytest
 from webhook_support import install_context, mr_registry
 
-from workqueue.api.webhook_projects import (
+from workqueue.api.webhook_secrets import ProjectScope, WebhookSecrets
+from workqueue.gitlab.client import GitLabClient
+from workqueue.gitlab.hooks import (
+    HookProject,
+    gitlab_event_type,
+    malformed_project_ids,
+    project_id_conflict,
+)
+from workqueue.receivers.projects import (
     KnownProject,
     ProjectDirectory,
     ProjectLookupUnavailable,
     names_one_project,
 )
-from workqueue.api.webhook_secrets import ProjectScope, WebhookSecrets
-from workqueue.api.webhooks import gitlab_event_type
-from workqueue.gitlab.client import GitLabClient
-from workqueue.gitlab.hooks import HookProject, malformed_project_ids, project_id_conflict
 from workqueue.types.catalog import InstallContext
 
 APP = KnownProject(42, "team/app")

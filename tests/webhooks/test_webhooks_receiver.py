@@ -23,8 +23,9 @@ from webhook_support import (
 )
 
 from workqueue.api.webhook_secrets import WebhookSecrets
-from workqueue.api.webhooks import delivery_key, gitlab_event_type
+from workqueue.api.webhooks import delivery_key
 from workqueue.db.url import libpq_conninfo
+from workqueue.gitlab.hooks import gitlab_event_type
 from workqueue.queue.enqueue import WAKE_CHANNEL
 from workqueue.testing.gitlab_simulator import ZERO_SHA
 

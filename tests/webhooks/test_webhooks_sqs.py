@@ -14,18 +14,18 @@ import sqlalchemy as sa
 from moto.server import ThreadedMotoServer
 from webhook_support import deliveries, install_context, make_item, mr_registry, pending
 
-from workqueue.api import sqs_consumer
-from workqueue.api.sqs_consumer import (
+from workqueue.db.engine import build_engine, build_sessions
+from workqueue.queue.intake.deliveries import store_delivery
+from workqueue.queue.intake.resolver import IntakeResolver
+from workqueue.receivers import sqs as sqs_consumer
+from workqueue.receivers.projects import ProjectDirectory
+from workqueue.receivers.sqs import (
     PoisonMessageError,
     SqsEventConsumer,
     build_sqs_consumer,
     parse_message,
     sqs_location,
 )
-from workqueue.api.webhook_projects import ProjectDirectory
-from workqueue.db.engine import build_engine, build_sessions
-from workqueue.queue.intake.deliveries import store_delivery
-from workqueue.queue.intake.resolver import IntakeResolver
 from workqueue.settings import Settings
 
 REGION = "us-east-1"
@@ -246,7 +246,7 @@ def test_poison_messages_are_deleted_with_a_warning(
         sqs.send_message(QueueUrl=queue_url, MessageBody=body)
     consumer = make_consumer(sqs, queue_url, sessions, registry, notified)
 
-    with caplog.at_level(logging.WARNING, logger="workqueue.api.sqs_consumer"):
+    with caplog.at_level(logging.WARNING, logger="workqueue.receivers.sqs"):
         handled = 0
         while handled < len(bodies):
             handled += consumer.poll_once()

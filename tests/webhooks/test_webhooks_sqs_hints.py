@@ -21,9 +21,9 @@ from mr_harness import FILES, PROJECT
 from trunk_harness import land, new_simulator, push_hook, trunk_registry
 from webhook_support import deliveries, install_context, mr_registry, pending, webhook_app
 
-from workqueue.api.sqs_consumer import SqsEventConsumer
-from workqueue.api.webhook_projects import ProjectDirectory
 from workqueue.queue.intake.resolver import IntakeResolver
+from workqueue.receivers.projects import ProjectDirectory
+from workqueue.receivers.sqs import SqsEventConsumer
 from workqueue.testing.gitlab_simulator import GitLabSimulator, JobSpec
 from workqueue.types.trunk.ingest import READ_HEAD_EVENT
 

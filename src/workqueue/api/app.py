@@ -17,15 +17,7 @@ from starlette.middleware.errors import ServerErrorMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from workqueue import __version__
-from workqueue.api import (
-    health,
-    item_history,
-    metrics,
-    mr_routes,
-    trunk_routes,
-    webhooks,
-    work_items,
-)
+from workqueue.api import health, item_history, mr_routes, trunk_routes, webhooks, work_items
 from workqueue.api.answers import AnswerRules
 from workqueue.api.attention_routes import router as attention_router
 from workqueue.api.authentication import (
@@ -46,12 +38,9 @@ from workqueue.api.limits import (
     body_limit,
 )
 from workqueue.api.loop_lag import LoopLag
-from workqueue.api.metrics import METRICS_CACHE_SECONDS, ServiceMetrics
-from workqueue.api.sqs_consumer import SqsEventConsumer, build_sqs_consumer, sqs_location
 from workqueue.api.strict_json import StrictJSONBodies
 from workqueue.api.unavailable import answer_database_outages
 from workqueue.api.validation_errors import validation_error_answer
-from workqueue.api.webhook_projects import ProjectDirectory
 from workqueue.api.webhook_secrets import WebhookSecrets
 from workqueue.attention.reconciler import AttentionReconciler
 from workqueue.config import ServiceConfig
@@ -65,12 +54,16 @@ from workqueue.db.url import libpq_conninfo, normalize_database_url
 from workqueue.gitlab.errors import GitLabError
 from workqueue.notifications.delivery import OutboxDeliveryWorker
 from workqueue.observability import Observability
+from workqueue.observability import service_metrics as metrics
 from workqueue.observability.http_metrics import HTTPMetrics
+from workqueue.observability.service_metrics import METRICS_CACHE_SECONDS, ServiceMetrics
 from workqueue.queue.audit.history import AuditHistory
 from workqueue.queue.audit.log import AuditLog, ObjectStore
 from workqueue.queue.outbox.emit import Outbox
 from workqueue.queue.processing.manager import ProcessingManager
 from workqueue.queue.registry import TypeRegistry
+from workqueue.receivers.projects import ProjectDirectory
+from workqueue.receivers.sqs import SqsEventConsumer, build_sqs_consumer, sqs_location
 from workqueue.settings import Settings
 from workqueue.types.catalog import InstallContext, build_registry, install_context
 from workqueue.ui.browser_guard import DashboardHeaders

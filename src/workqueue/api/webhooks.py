@@ -62,23 +62,23 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from workqueue.api.asgi import has_pending_body, header, route_path, send_json
 from workqueue.api.deps import Runtime
 from workqueue.api.intake_batcher import IntakeBatcher
-from workqueue.api.metrics import ServiceMetrics
 from workqueue.api.schemas import error_responses
 from workqueue.api.strict_json import InvalidJSONError, parse_strict_json
 from workqueue.api.unavailable import RETRY_AFTER_SECONDS, UNAVAILABLE_DETAIL
-from workqueue.api.webhook_lookup_budget import LookupRefused
-from workqueue.api.webhook_projects import ProjectDirectory, ProjectLookupUnavailable
 from workqueue.api.webhook_secrets import ProjectScope, WebhookSecrets
 from workqueue.db.errors import is_database_unavailable, is_statement_timeout
 from workqueue.gitlab.hooks import (
-    GITLAB_OBJECT_KINDS,
     HookProject,
+    gitlab_event_type,
     hook_project,
     malformed_project_ids,
     project_id_conflict,
 )
+from workqueue.observability.service_metrics import ServiceMetrics
 from workqueue.queue.intake.deliveries import new_delivery
 from workqueue.queue.intake.pending_events import IngestStatus
+from workqueue.receivers.lookup_budget import LookupRefused
+from workqueue.receivers.projects import ProjectDirectory, ProjectLookupUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -90,21 +90,6 @@ PROJECTS_KEY = "webhook_projects"  # app.state attribute holding the ProjectDire
 _BATCHER_KEY = "webhook_intake_batcher"  # app.state attribute holding the IntakeBatcher
 _STORED_COUNTER_KEY = "webhook_stored_counter"  # (ServiceMetrics, its webhook child)
 
-# `X-Gitlab-Event` header → `object_kind`, for payloads that lack the latter.
-GITLAB_EVENT_TYPES: Mapping[str, str] = {
-    "Merge Request Hook": "merge_request",
-    "Pipeline Hook": "pipeline",
-    "Job Hook": "build",
-    "Note Hook": "note",
-    "Push Hook": "push",
-    "Tag Push Hook": "tag_push",
-    "Issue Hook": "issue",
-    "Confidential Issue Hook": "issue",
-    "Confidential Note Hook": "note",
-    "Deployment Hook": "deployment",
-    "Release Hook": "release",
-    "Wiki Page Hook": "wiki_page",
-}
 _UNAUTHORIZED = "missing or invalid X-Gitlab-Token"
 _LOOKUP_UNAVAILABLE = "GitLab is unavailable: the delivery's project could not be checked"
 _LOOKUP_REFUSED = "too many project look-ups: the delivery's project could not be checked now"
@@ -457,17 +442,6 @@ def _app_projects(app: Any) -> ProjectDirectory:
         return projects
     logger.error("app.state.%s is not set: no project can be checked", PROJECTS_KEY)
     return ProjectDirectory(())  # asks no GitLab: every check is "unavailable" (503)
-
-
-def gitlab_event_type(body: Mapping[str, Any], event_header: str | None = None) -> str | None:
-    """The payload's `object_kind`, else the type named by the `X-Gitlab-Event` header;
-    None for a kind GitLab does not send (the service's own, `trunk.read_head`)."""
-    kind = body.get("object_kind")
-    if isinstance(kind, str) and kind:
-        return kind if kind in GITLAB_OBJECT_KINDS else None
-    if event_header is None:
-        return None
-    return GITLAB_EVENT_TYPES.get(event_header.strip())
 
 
 def delivery_key(headers: Mapping[str, str], raw_body: bytes) -> str:

@@ -404,3 +404,31 @@ def _id(value: object) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         return None
     return value if 0 < value <= MAX_ID else None
+
+
+# `X-Gitlab-Event` header → `object_kind`, for payloads that lack the latter.
+GITLAB_EVENT_TYPES: Mapping[str, str] = {
+    "Merge Request Hook": "merge_request",
+    "Pipeline Hook": "pipeline",
+    "Job Hook": "build",
+    "Note Hook": "note",
+    "Push Hook": "push",
+    "Tag Push Hook": "tag_push",
+    "Issue Hook": "issue",
+    "Confidential Issue Hook": "issue",
+    "Confidential Note Hook": "note",
+    "Deployment Hook": "deployment",
+    "Release Hook": "release",
+    "Wiki Page Hook": "wiki_page",
+}
+
+
+def gitlab_event_type(body: Mapping[str, Any], event_header: str | None = None) -> str | None:
+    """The payload's `object_kind`, else the type named by the `X-Gitlab-Event` header;
+    None for a kind GitLab does not send (the service's own, `trunk.read_head`)."""
+    kind = body.get("object_kind")
+    if isinstance(kind, str) and kind:
+        return kind if kind in GITLAB_OBJECT_KINDS else None
+    if event_header is None:
+        return None
+    return GITLAB_EVENT_TYPES.get(event_header.strip())

@@ -7,7 +7,7 @@ import time
 from harness import running_manager, settled, wait_until
 from sample_type import Behaviour, build_registry, create_item
 
-from workqueue.api.metrics import ServiceMetrics
+from workqueue.observability.service_metrics import ServiceMetrics
 from workqueue.queue.processing.give_way import MAX_WAIT_PER_BATCH_SECONDS
 
 

@@ -46,19 +46,19 @@ from urllib.parse import urlsplit
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from workqueue.api.metrics import ServiceMetrics
-from workqueue.api.webhook_lookup_budget import LookupRefused
-from workqueue.api.webhook_projects import (
+from workqueue.db.errors import is_database_unavailable
+from workqueue.db.transactions import run_in_transaction
+from workqueue.gitlab.hooks import GITLAB_EVENT_TYPES, gitlab_event_type
+from workqueue.observability.service_metrics import ServiceMetrics
+from workqueue.queue.intake.deliveries import store_delivery
+from workqueue.queue.intake.pending_events import IngestStatus, parse_event_body
+from workqueue.queue.registry import TypeRegistry
+from workqueue.receivers.lookup_budget import LookupRefused
+from workqueue.receivers.projects import (
     ProjectDirectory,
     ProjectLookupUnavailable,
     contradiction,
 )
-from workqueue.api.webhooks import GITLAB_EVENT_TYPES, gitlab_event_type
-from workqueue.db.errors import is_database_unavailable
-from workqueue.db.transactions import run_in_transaction
-from workqueue.queue.intake.deliveries import store_delivery
-from workqueue.queue.intake.pending_events import IngestStatus, parse_event_body
-from workqueue.queue.registry import TypeRegistry
 from workqueue.settings import Settings
 
 if TYPE_CHECKING:

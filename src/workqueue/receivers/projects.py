@@ -41,12 +41,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from workqueue.api.webhook_lookup_budget import LookupBudget
 from workqueue.gitlab.client import GitLabClient
 from workqueue.gitlab.errors import GitLabError, PermanentGitLabError
 from workqueue.gitlab.hooks import hook_project, malformed_project_ids, project_id_conflict
 from workqueue.gitlab.models import ProjectInfo
 from workqueue.queue.registry import TypeRegistry
+from workqueue.receivers.lookup_budget import LookupBudget
 from workqueue.types.catalog import InstallContext
 
 logger = logging.getLogger(__name__)
