@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from workqueue.api.answers import DRAIN_BYTES, AnswerRules
+from workqueue.api.middleware.answers import DRAIN_BYTES, AnswerRules
 
 LIMIT = 1000
 CHUNK = b"x" * 100

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workqueue.api.failed_authentications import (
+from workqueue.api.middleware.failed_authentications import (
     UNKNOWN_ADDRESS,
     FailedAuthentications,
     client_address,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from workqueue.api.strict_json import MAX_DEPTH, InvalidJSONError, parse_strict_json
+from workqueue.api.middleware.strict_json import MAX_DEPTH, InvalidJSONError, parse_strict_json
 
 
 @pytest.mark.parametrize(

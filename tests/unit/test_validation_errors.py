@@ -7,7 +7,7 @@ import json
 
 from fastapi.exceptions import RequestValidationError
 
-from workqueue.api.validation_errors import (
+from workqueue.api.middleware.validation_errors import (
     MAX_ECHOED_CHARS,
     safe_errors,
     validation_error_answer,

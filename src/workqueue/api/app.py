@@ -18,29 +18,29 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from workqueue import __version__
 from workqueue.api import health, item_history, mr_routes, trunk_routes, webhooks, work_items
-from workqueue.api.answers import AnswerRules
 from workqueue.api.attention_routes import router as attention_router
-from workqueue.api.authentication import (
+from workqueue.api.deps import Gatekeeper, Runtime
+from workqueue.api.docs_pages import mount_api_docs
+from workqueue.api.gatekeeper import build_gatekeeper
+from workqueue.api.intake_batcher import MAX_IN_FLIGHT, STORE_TIMEOUT_SECONDS, IntakeBatcher
+from workqueue.api.loop_lag import LoopLag
+from workqueue.api.middleware.answers import AnswerRules
+from workqueue.api.middleware.authentication import (
     API_PREFIX,
     FAILED_AUTHENTICATIONS_KEY,
     AuthenticateFirst,
     OneOfEachCredential,
 )
-from workqueue.api.deps import Gatekeeper, Runtime
-from workqueue.api.docs_pages import mount_api_docs
-from workqueue.api.failed_authentications import FailedAuthentications
-from workqueue.api.gatekeeper import build_gatekeeper
-from workqueue.api.intake_batcher import MAX_IN_FLIGHT, STORE_TIMEOUT_SECONDS, IntakeBatcher
-from workqueue.api.limits import (
+from workqueue.api.middleware.failed_authentications import FailedAuthentications
+from workqueue.api.middleware.limits import (
     DEFAULT_BODY_TIMEOUT_SECONDS,
     DEFAULT_MAX_BODY_BYTES,
     BodyReader,
     body_limit,
 )
-from workqueue.api.loop_lag import LoopLag
-from workqueue.api.strict_json import StrictJSONBodies
-from workqueue.api.unavailable import answer_database_outages
-from workqueue.api.validation_errors import validation_error_answer
+from workqueue.api.middleware.strict_json import StrictJSONBodies
+from workqueue.api.middleware.unavailable import answer_database_outages
+from workqueue.api.middleware.validation_errors import validation_error_answer
 from workqueue.api.webhook_secrets import WebhookSecrets
 from workqueue.attention.reconciler import AttentionReconciler
 from workqueue.config import ServiceConfig
@@ -73,7 +73,7 @@ logger = logging.getLogger(__name__)
 
 # Headroom above the worker pool for requests, the dispatcher and the heartbeat.
 EXTRA_CONNECTIONS = 8
-# Routes under /api/ that authenticate on their own (see api/authentication.py).
+# Routes under /api/ that authenticate on their own (see api/middleware/authentication.py).
 AUTHENTICATES_ITSELF = frozenset({("POST", webhooks.WEBHOOK_PATH), ("GET", "/api/work-items/me")})
 
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from fastapi import HTTPException, Request
 
-from workqueue.api.authentication import authenticate_request
 from workqueue.api.deps import Caller, CallerAuthenticationError, Runtime
-from workqueue.api.failed_authentications import TooManyFailedAuthenticationsError
+from workqueue.api.middleware.authentication import authenticate_request
+from workqueue.api.middleware.failed_authentications import TooManyFailedAuthenticationsError
 
 FORWARDED_TOKEN_HEADER = "x-forwarded-access-token"  # noqa: S105 - a header name
 

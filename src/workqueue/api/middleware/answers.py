@@ -35,7 +35,7 @@ from collections.abc import Callable
 
 from starlette.types import Message, Receive, Scope, Send
 
-from workqueue.api.asgi import (
+from workqueue.api.middleware.asgi import (
     CLOSE_CONNECTION,
     declared_length,
     has_pending_body,

@@ -17,7 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 from starlette.types import Scope
 
-from workqueue.api.asgi import header, route_path
+from workqueue.api.middleware.asgi import header, route_path
 from workqueue.json_strict import MAX_DEPTH, InvalidJSONError, parse_strict_json
 
 __all__ = ["MAX_DEPTH", "InvalidJSONError", "StrictJSONBodies", "parse_strict_json"]

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from workqueue.api.asgi import declared_length, route_path, send_json
+from workqueue.api.middleware.asgi import declared_length, route_path, send_json
 
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 DEFAULT_BODY_TIMEOUT_SECONDS = 30.0
