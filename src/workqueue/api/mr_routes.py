@@ -21,6 +21,7 @@ from workqueue.api.quotas import (
     holding_limits_of,
     owner_of,
 )
+from workqueue.api.routes.work_items import page_body
 from workqueue.api.schemas import SubmitResponse, WorkItemPage, error_responses, item_body
 from workqueue.api.submissions import (
     IdempotencyKeyHeader,
@@ -29,7 +30,6 @@ from workqueue.api.submissions import (
     replay,
     start_submission,
 )
-from workqueue.api.work_items import page_body
 from workqueue.queue import read_repository
 from workqueue.queue.audit.log import AuditEntry
 from workqueue.queue.holding_limits import HoldingLimitError

@@ -19,11 +19,10 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse
 
 from workqueue.api import trunk_routes
-from workqueue.api.attention_routes import list_queues as list_attention_queues
 from workqueue.api.deps import NO_CONTROL_CHARACTERS, Caller, PathText, Runtime, RuntimeDep
-from workqueue.api.item_history import item_history
-from workqueue.api.schemas import CancelRequest, listed_item_body
-from workqueue.api.work_items import (
+from workqueue.api.routes.attention import list_queues as list_attention_queues
+from workqueue.api.routes.item_history import item_history
+from workqueue.api.routes.work_items import (
     CANCELLABLE_PHASES,
     RETRYABLE_PHASES,
     cancel_work_item,
@@ -31,6 +30,7 @@ from workqueue.api.work_items import (
     readable_scope,
     retry_work_item,
 )
+from workqueue.api.schemas import CancelRequest, listed_item_body
 from workqueue.attention import repository as attention_repository
 from workqueue.gitlab.errors import GitLabError
 from workqueue.queue import read_repository

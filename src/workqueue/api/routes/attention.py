@@ -23,8 +23,8 @@ from workqueue.api.deps import (
     RuntimeDep,
     require_on_project,
 )
+from workqueue.api.routes.work_items import Cursor, Limit
 from workqueue.api.schemas import WorkItemBody, error_responses, listed_item_body
-from workqueue.api.work_items import Cursor, Limit
 from workqueue.attention import repository, writer
 from workqueue.attention.reconciler import AttentionReconciler
 from workqueue.attention.repository import QueueRow
