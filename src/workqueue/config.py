@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from workqueue.api.webhook_config import WebhooksConfig
+from workqueue.api.webhooks.config import WebhooksConfig
 from workqueue.attention.config import AttentionConfig
 from workqueue.auth.config import AuthorizationConfig
 from workqueue.queue.audit.config import AuditConfig

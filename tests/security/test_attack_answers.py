@@ -21,7 +21,7 @@ from mr_harness import TOKEN
 from raw_http import send_partial
 
 from workqueue.api.app import create_app
-from workqueue.api.webhooks import WEBHOOK_PATH
+from workqueue.api.webhooks.route import WEBHOOK_PATH
 from workqueue.config import ServiceConfig
 from workqueue.gitlab.client import GitLabClient
 from workqueue.settings import Settings

@@ -24,8 +24,8 @@ from live_app import serve_in_thread
 from mr_harness import TOKEN
 from scoping_support import FILES
 
-from workqueue.api import webhooks
 from workqueue.api.app import create_app
+from workqueue.api.webhooks import route as webhooks
 from workqueue.config import ServiceConfig
 from workqueue.gitlab import client as gitlab_client
 from workqueue.gitlab.client import GitLabClient

@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "webhooks"))
 
 from webhook_support import make_item, mr_registry
 
-from workqueue.api import webhooks
 from workqueue.api.app import ServiceApp, create_app
+from workqueue.api.webhooks import route as webhooks
 from workqueue.config import ServiceConfig
 from workqueue.gitlab.client import GitLabClient
 from workqueue.receivers.projects import ProjectDirectory

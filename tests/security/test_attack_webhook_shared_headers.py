@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "webhooks"))
 from live_app import live_client
 from webhook_support import OLD_SECRET, receiver_app
 
-from workqueue.api import webhooks
+from workqueue.api.webhooks import route as webhooks
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from workqueue.api.intake_batcher import MAX_IN_FLIGHT, IntakeBatcher
+from workqueue.api.webhooks.batcher import MAX_IN_FLIGHT, IntakeBatcher
 from workqueue.queue.intake.pending_events import IngestStatus
 
 REQUEST = contextvars.ContextVar("request", default="none")

@@ -31,7 +31,7 @@ from harness import fast_config, running_manager, settled, wait_until
 from live_app import free_port
 from webhook_support import OLD_SECRET, make_item, mr_registry, resolved
 
-from workqueue.api.webhooks import WEBHOOK_PATH
+from workqueue.api.webhooks.route import WEBHOOK_PATH
 from workqueue.testing.gitlab_simulator import JobSpec
 
 RATE = 200  # deliveries per second

@@ -22,8 +22,8 @@ from live_app import serve_in_thread
 from mr_harness import FILES
 from webhook_support import NEW_SECRET, SECRETS, WebhookApp, install_context, wire_webhooks
 
-from workqueue.api import webhooks
 from workqueue.api.app import create_app
+from workqueue.api.webhooks import route as webhooks
 from workqueue.config import ServiceConfig
 from workqueue.settings import Settings
 from workqueue.testing.gitlab_simulator import JobSpec

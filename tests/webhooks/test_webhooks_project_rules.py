@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from webhook_support import install_context, mr_registry
 
-from workqueue.api.webhook_secrets import ProjectScope, WebhookSecrets
+from workqueue.api.webhooks.secrets import ProjectScope, WebhookSecrets
 from workqueue.gitlab.client import GitLabClient
 from workqueue.gitlab.hooks import (
     HookProject,

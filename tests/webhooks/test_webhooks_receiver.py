@@ -22,8 +22,8 @@ from webhook_support import (
     webhook_app,
 )
 
-from workqueue.api.webhook_secrets import WebhookSecrets
-from workqueue.api.webhooks import delivery_key
+from workqueue.api.webhooks.route import delivery_key
+from workqueue.api.webhooks.secrets import WebhookSecrets
 from workqueue.db.url import libpq_conninfo
 from workqueue.gitlab.hooks import gitlab_event_type
 from workqueue.queue.enqueue import WAKE_CHANNEL

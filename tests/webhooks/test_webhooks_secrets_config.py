@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from workqueue.api.webhook_secrets import WebhookSecrets
+from workqueue.api.webhooks.secrets import WebhookSecrets
 from workqueue.config import ConfigError, load_config
 from workqueue.settings import Settings
 

@@ -13,9 +13,9 @@ from starlette.applications import Starlette
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from webhook_support import OLD_SECRET, receiver_app
 
-from workqueue.api import webhooks
 from workqueue.api.app import ServiceApp
-from workqueue.api.intake_batcher import IntakeBatcher
+from workqueue.api.webhooks import route as webhooks
+from workqueue.api.webhooks.batcher import IntakeBatcher
 
 HOOK = json.dumps({"object_kind": "pipeline", "object_attributes": {"id": 1}}).encode()
 HEADERS = {"X-Gitlab-Token": OLD_SECRET, "Content-Type": "application/json"}

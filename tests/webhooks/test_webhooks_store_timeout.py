@@ -12,7 +12,7 @@ from live_app import live_client
 from webhook_support import OLD_SECRET, receiver_app
 
 from workqueue.api import app as app_module
-from workqueue.api import webhooks
+from workqueue.api.webhooks import route as webhooks
 from workqueue.db.url import libpq_conninfo
 
 HEADERS = {"X-Gitlab-Token": OLD_SECRET, "Content-Type": "application/json"}

@@ -15,10 +15,10 @@ from live_app import serve_in_thread
 from mr_harness import TOKEN, body, submit
 from sqlalchemy.orm import Session, sessionmaker
 
-from workqueue.api import webhooks
 from workqueue.api.app import create_app
 from workqueue.api.deps import Runtime
-from workqueue.api.webhook_secrets import WebhookSecrets
+from workqueue.api.webhooks import route as webhooks
+from workqueue.api.webhooks.secrets import WebhookSecrets
 from workqueue.config import ServiceConfig
 from workqueue.gitlab.client import GitLabClient
 from workqueue.queue.registry import ItemTypeRegistration, TypeRegistry

@@ -17,10 +17,9 @@ from starlette.middleware.errors import ServerErrorMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from workqueue import __version__
-from workqueue.api import mr_routes, trunk_routes, webhooks
+from workqueue.api import mr_routes, trunk_routes
 from workqueue.api.deps import Gatekeeper, Runtime
 from workqueue.api.gatekeeper import build_gatekeeper
-from workqueue.api.intake_batcher import MAX_IN_FLIGHT, STORE_TIMEOUT_SECONDS, IntakeBatcher
 from workqueue.api.loop_lag import LoopLag
 from workqueue.api.middleware.answers import AnswerRules
 from workqueue.api.middleware.authentication import (
@@ -42,7 +41,9 @@ from workqueue.api.middleware.validation_errors import validation_error_answer
 from workqueue.api.routes import health, item_history, work_items
 from workqueue.api.routes.attention import router as attention_router
 from workqueue.api.routes.docs_pages import mount_api_docs
-from workqueue.api.webhook_secrets import WebhookSecrets
+from workqueue.api.webhooks import route as webhooks
+from workqueue.api.webhooks.batcher import MAX_IN_FLIGHT, STORE_TIMEOUT_SECONDS, IntakeBatcher
+from workqueue.api.webhooks.secrets import WebhookSecrets
 from workqueue.attention.reconciler import AttentionReconciler
 from workqueue.config import ServiceConfig
 from workqueue.db.engine import (

@@ -31,7 +31,7 @@ from workqueue.api.middleware.failed_authentications import (
     TooManyFailedAuthenticationsError,
     client_address,
 )
-from workqueue.api.webhooks import WEBHOOK_PATH
+from workqueue.api.webhooks.route import WEBHOOK_PATH
 
 API_PREFIX = "/api/"
 FAILED_AUTHENTICATIONS_KEY = "failed_authentications"  # app.state attribute of the budget

@@ -21,7 +21,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from workqueue.api.webhook_config import WebhooksConfig, secret_from_environment
+from workqueue.api.webhooks.config import WebhooksConfig, secret_from_environment
 from workqueue.project_patterns import MATCH_EVERYTHING, path_matches, scope_regexes
 from workqueue.settings import Settings
 

@@ -60,12 +60,12 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from workqueue.api.deps import Runtime
-from workqueue.api.intake_batcher import IntakeBatcher
 from workqueue.api.middleware.asgi import has_pending_body, header, route_path, send_json
 from workqueue.api.middleware.strict_json import InvalidJSONError, parse_strict_json
 from workqueue.api.middleware.unavailable import RETRY_AFTER_SECONDS, UNAVAILABLE_DETAIL
 from workqueue.api.schemas import error_responses
-from workqueue.api.webhook_secrets import ProjectScope, WebhookSecrets
+from workqueue.api.webhooks.batcher import IntakeBatcher
+from workqueue.api.webhooks.secrets import ProjectScope, WebhookSecrets
 from workqueue.db.errors import is_database_unavailable, is_statement_timeout
 from workqueue.gitlab.hooks import (
     HookProject,
