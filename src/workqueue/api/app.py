@@ -38,7 +38,7 @@ from workqueue.api.middleware.limits import (
 from workqueue.api.middleware.strict_json import StrictJSONBodies
 from workqueue.api.middleware.unavailable import answer_database_outages
 from workqueue.api.middleware.validation_errors import validation_error_answer
-from workqueue.api.routes import health, item_history, work_items
+from workqueue.api.routes import health, item_history, metrics, work_items
 from workqueue.api.routes.attention import router as attention_router
 from workqueue.api.routes.docs_pages import mount_api_docs
 from workqueue.api.webhooks import route as webhooks
@@ -56,7 +56,6 @@ from workqueue.db.url import libpq_conninfo, normalize_database_url
 from workqueue.gitlab.errors import GitLabError
 from workqueue.notifications.delivery import OutboxDeliveryWorker
 from workqueue.observability import Observability
-from workqueue.observability import service_metrics as metrics
 from workqueue.observability.http_metrics import HTTPMetrics
 from workqueue.observability.service_metrics import METRICS_CACHE_SECONDS, ServiceMetrics
 from workqueue.queue.audit.history import AuditHistory

@@ -5,10 +5,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 
-from fastapi import APIRouter, Request, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
@@ -19,7 +17,6 @@ from workqueue.queue.observer import EngineObserver
 from workqueue.queue.registry import TypeRegistry
 
 logger = logging.getLogger(__name__)
-router = APIRouter(tags=["health"])
 
 # Scrape-time gauges that query the database are cached this long.
 METRICS_CACHE_SECONDS = 2.0
@@ -172,9 +169,3 @@ class _ItemsByPhase(Collector):
         for item_type, phase, count in rows:
             family.add_metric([item_type, phase], count)
         yield family
-
-
-@router.get("/metrics", include_in_schema=False)
-def metrics(request: Request) -> Response:
-    service_metrics: ServiceMetrics = request.app.state.metrics
-    return Response(generate_latest(service_metrics.registry), media_type=CONTENT_TYPE_LATEST)
