@@ -17,7 +17,6 @@ from starlette.middleware.errors import ServerErrorMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from workqueue import __version__
-from workqueue.api import mr_routes, trunk_routes
 from workqueue.api.deps import Gatekeeper, Runtime
 from workqueue.api.gatekeeper import build_gatekeeper
 from workqueue.api.loop_lag import LoopLag
@@ -67,6 +66,8 @@ from workqueue.receivers.projects import ProjectDirectory
 from workqueue.receivers.sqs import SqsEventConsumer, build_sqs_consumer, sqs_location
 from workqueue.settings import Settings
 from workqueue.types.catalog import InstallContext, build_registry, install_context
+from workqueue.types.mr import routes as mr_routes
+from workqueue.types.trunk import routes as trunk_routes
 from workqueue.ui.browser_guard import DashboardHeaders
 from workqueue.ui.mount import mount_dashboard
 

@@ -18,7 +18,6 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse
 
-from workqueue.api import trunk_routes
 from workqueue.api.deps import NO_CONTROL_CHARACTERS, Caller, PathText, Runtime, RuntimeDep
 from workqueue.api.routes.attention import list_queues as list_attention_queues
 from workqueue.api.routes.item_history import item_history
@@ -37,6 +36,7 @@ from workqueue.queue import read_repository
 from workqueue.queue.audit import repository as audit_repository
 from workqueue.queue.models import Phase, WorkItem
 from workqueue.queue.read_repository import InvalidCursorError
+from workqueue.types.trunk import routes as trunk_routes
 from workqueue.ui import repository as ui_repository
 from workqueue.ui.browser_guard import refuse_cross_site
 from workqueue.ui.rendering import render
