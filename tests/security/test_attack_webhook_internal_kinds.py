@@ -22,8 +22,8 @@ from test_attack_webhook_project_secrets import (
     stored,
 )
 
-from workqueue.gitlab.hooks import GITLAB_OBJECT_KINDS
-from workqueue.types.trunk.ingest import READ_HEAD_EVENT
+from workqueue.gitlab.webhook_bodies import GITLAB_OBJECT_KINDS
+from workqueue.types.trunk.landed_heads import READ_HEAD_EVENT
 
 VICTIM_QUEUE = f"{VICTIM}:main"
 

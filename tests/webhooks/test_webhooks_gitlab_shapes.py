@@ -21,7 +21,7 @@ from gitlab_shapes import (
 )
 from webhook_support import NEW_SECRET, make_item, mr_registry, pending, webhook_app
 
-from workqueue.gitlab.hooks import (
+from workqueue.gitlab.webhook_bodies import (
     gitlab_event_type,
     job_hook,
     merge_request_hook,
@@ -30,7 +30,7 @@ from workqueue.gitlab.hooks import (
     push_hook,
 )
 from workqueue.types.mr.resolvers import MR_RESOLVERS
-from workqueue.types.trunk.event_handlers import resolve_pipeline
+from workqueue.types.trunk.events import resolve_pipeline
 
 IDS = [shape.name for shape in SHAPES]
 PARSERS = {

@@ -10,7 +10,7 @@ from webhook_support import install_context, mr_registry
 
 from workqueue.api.webhooks.secrets import ProjectScope, WebhookSecrets
 from workqueue.gitlab.client import GitLabClient
-from workqueue.gitlab.hooks import (
+from workqueue.gitlab.webhook_bodies import (
     HookProject,
     gitlab_event_type,
     malformed_project_ids,

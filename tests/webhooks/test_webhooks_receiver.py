@@ -25,7 +25,7 @@ from webhook_support import (
 from workqueue.api.webhooks.route import delivery_key
 from workqueue.api.webhooks.secrets import WebhookSecrets
 from workqueue.db.url import libpq_conninfo
-from workqueue.gitlab.hooks import gitlab_event_type
+from workqueue.gitlab.webhook_bodies import gitlab_event_type
 from workqueue.queue.enqueue import WAKE_CHANNEL
 from workqueue.testing.gitlab_simulator import ZERO_SHA
 

@@ -25,7 +25,7 @@ from workqueue.queue.intake.resolver import IntakeResolver
 from workqueue.receivers.projects import ProjectDirectory
 from workqueue.receivers.sqs import SqsEventConsumer
 from workqueue.testing.gitlab_simulator import GitLabSimulator, JobSpec
-from workqueue.types.trunk.ingest import READ_HEAD_EVENT
+from workqueue.types.trunk.landed_heads import READ_HEAD_EVENT
 
 REGION = "us-east-1"
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}

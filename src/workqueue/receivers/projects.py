@@ -43,8 +43,8 @@ from typing import Any, Literal
 
 from workqueue.gitlab.client import GitLabClient
 from workqueue.gitlab.errors import GitLabError, PermanentGitLabError
-from workqueue.gitlab.hooks import hook_project, malformed_project_ids, project_id_conflict
 from workqueue.gitlab.models import ProjectInfo
+from workqueue.gitlab.webhook_bodies import hook_project, malformed_project_ids, project_id_conflict
 from workqueue.queue.registry import TypeRegistry
 from workqueue.receivers.lookup_budget import LookupBudget
 from workqueue.types.catalog import InstallContext

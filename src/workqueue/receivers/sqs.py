@@ -48,7 +48,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.db.errors import is_database_unavailable
 from workqueue.db.transactions import run_in_transaction
-from workqueue.gitlab.hooks import GITLAB_EVENT_TYPES, gitlab_event_type
+from workqueue.gitlab.webhook_bodies import GITLAB_EVENT_TYPES, gitlab_event_type
 from workqueue.observability.service_metrics import ServiceMetrics
 from workqueue.queue.intake.deliveries import store_delivery
 from workqueue.queue.intake.pending_events import IngestStatus, parse_event_body

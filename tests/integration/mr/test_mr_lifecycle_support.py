@@ -33,7 +33,7 @@ from workqueue.types.mr.check_empty_diff import CheckEmptyDiff
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.decider import CHECK_EMPTY_DIFF, ENSURE_MR, RECONCILE_MR, RETRY_CI
 from workqueue.types.mr.ensure_mr import EnsureMR
-from workqueue.types.mr.event_handlers import register_mr_event_handlers
+from workqueue.types.mr.events import register_mr_event_handlers
 from workqueue.types.mr.models import MRDimension
 from workqueue.types.mr.reconcile_mr import ReconcileMR
 

@@ -27,7 +27,7 @@ from trunk_harness import (
 from workqueue.db.transactions import run_in_transaction
 from workqueue.queue import enqueue
 from workqueue.types.trunk.config import TrunkTypeConfig
-from workqueue.types.trunk.ingest import WEBHOOK_SUBMITTER, ingest_head
+from workqueue.types.trunk.landed_heads import WEBHOOK_SUBMITTER, ingest_head
 
 SUPPORT = Path(__file__).resolve().parents[2] / "support"
 

@@ -27,7 +27,7 @@ from workqueue.queue import enqueue
 from workqueue.queue.audit.history import AuditHistory
 from workqueue.queue.audit.log import AuditLog
 from workqueue.types.trunk import repository as trunk_repository
-from workqueue.types.trunk.ingest import WEBHOOK_SUBMITTER, ingest_head
+from workqueue.types.trunk.landed_heads import WEBHOOK_SUBMITTER, ingest_head
 from workqueue.types.trunk.models import BuildStrategy, TrunkWorkItem
 
 BRANCH_ROUTE = "/projects/:id/repository/branches/:branch"

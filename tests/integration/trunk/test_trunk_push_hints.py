@@ -30,7 +30,7 @@ from workqueue.queue.intake import deliveries as intake
 from workqueue.queue.intake.repository import INTAKE_CHANNEL
 from workqueue.types.trunk.branch_heads import Backoff, NoHead, PushHeadReads
 from workqueue.types.trunk.config import TrunkQueueConfig
-from workqueue.types.trunk.ingest import READ_HEAD_EVENT, WEBHOOK_SUBMITTER, ingest_head
+from workqueue.types.trunk.landed_heads import READ_HEAD_EVENT, WEBHOOK_SUBMITTER, ingest_head
 
 BRANCH_ROUTE = "/projects/:id/repository/branches/:branch"
 QUEUE = TrunkQueueConfig(project=PROJECT, branch=BRANCH)

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from workqueue.gitlab.hooks import parse_gitlab_time
+from workqueue.gitlab.webhook_bodies import parse_gitlab_time
 
 TEN = datetime(2025, 3, 1, 10, 0, tzinfo=UTC)
 

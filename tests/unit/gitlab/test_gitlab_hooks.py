@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from workqueue.gitlab.hooks import (
+from workqueue.gitlab.webhook_bodies import (
     MAX_ID,
     HookProject,
     JobHook,

@@ -16,7 +16,7 @@ import pytest
 from workqueue.queue.contract import EventContext, EventResult
 from workqueue.queue.dimensions import Dimensions
 from workqueue.queue.models import Phase
-from workqueue.types.mr.event_handlers import on_job, on_merge_request, on_pipeline
+from workqueue.types.mr.events import on_job, on_merge_request, on_pipeline
 from workqueue.types.mr.models import MRWorkItem
 
 HEAD = "c3e5a7b9d1f3e5a7c9b1d3f5e7a9c1b3d5f7e9a1"

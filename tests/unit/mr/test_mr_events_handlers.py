@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from workqueue.gitlab.hooks import ZERO_SHA
+from workqueue.gitlab.webhook_bodies import ZERO_SHA
 from workqueue.queue.contract import EventContext, EventResult
 from workqueue.queue.dimensions import Dimensions, DimensionUpdate
 from workqueue.queue.models import DimensionStatus, Phase
 from workqueue.queue.registry import TypeRegistry
 from workqueue.types.mr.authorship import stamp
 from workqueue.types.mr.decider import decide_mr
-from workqueue.types.mr.event_handlers import (
+from workqueue.types.mr.events import (
     on_job,
     on_merge_request,
     on_note,

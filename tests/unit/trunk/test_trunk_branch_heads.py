@@ -15,7 +15,7 @@ from workqueue.types.trunk.branch_heads import (
     place_on_branch,
 )
 from workqueue.types.trunk.config import TrunkTypeConfig
-from workqueue.types.trunk.ingest import hinted_queue, kept_queue
+from workqueue.types.trunk.landed_heads import hinted_queue, kept_queue
 
 SHA, HEAD, OTHER = "a" * 40, "b" * 40, "c" * 40
 ZERO = "0" * 40

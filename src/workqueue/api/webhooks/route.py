@@ -67,7 +67,7 @@ from workqueue.api.schemas import error_responses
 from workqueue.api.webhooks.batcher import IntakeBatcher
 from workqueue.api.webhooks.secrets import ProjectScope, WebhookSecrets
 from workqueue.db.errors import is_database_unavailable, is_statement_timeout
-from workqueue.gitlab.hooks import (
+from workqueue.gitlab.webhook_bodies import (
     HookProject,
     gitlab_event_type,
     hook_project,

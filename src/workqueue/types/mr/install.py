@@ -12,7 +12,6 @@ from workqueue.queue.registry import TypeRegistry
 from workqueue.types.catalog import InstallContext
 from workqueue.types.gitlab_connection import connect_gitlab
 from workqueue.types.mr import repository
-from workqueue.types.mr.cancel_retry_hooks import MRCancelRetryHooks
 from workqueue.types.mr.check_empty_diff import CheckEmptyDiff
 from workqueue.types.mr.ci_retry import CIRetryExecutor
 from workqueue.types.mr.config import CI_CONFIG_PATH_ENTRY, MRTypeConfig
@@ -27,7 +26,8 @@ from workqueue.types.mr.decider import (
 )
 from workqueue.types.mr.drift_check import DriftCheck, DriftCounts, push_back_on_events
 from workqueue.types.mr.ensure_mr import EnsureMR
-from workqueue.types.mr.event_handlers import register_mr_event_handlers
+from workqueue.types.mr.events import register_mr_event_handlers
+from workqueue.types.mr.lifecycle_hooks import MRCancelRetryHooks
 from workqueue.types.mr.models import MR_ITEM_TYPE, MRWorkItem
 from workqueue.types.mr.reconcile_mr import ReconcileMR
 from workqueue.types.mr.resolvers import register_mr_resolvers

@@ -33,7 +33,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from workqueue.gitlab.hooks import (
+from workqueue.gitlab.webhook_bodies import (
     HookProject,
     job_hook,
     merge_request_hook,

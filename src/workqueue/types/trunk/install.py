@@ -12,10 +12,10 @@ from workqueue.types.gitlab_connection import connect_gitlab
 from workqueue.types.trunk.branch_heads import PushHeadReads, read_head
 from workqueue.types.trunk.config import TrunkQueueConfig, TrunkTypeConfig
 from workqueue.types.trunk.decider import PROCESS, RECORD, decide_trunk
-from workqueue.types.trunk.event_handlers import register_trunk_events
+from workqueue.types.trunk.events import register_trunk_events
 from workqueue.types.trunk.executors import TrunkExecutors
-from workqueue.types.trunk.hooks import TrunkHooks
-from workqueue.types.trunk.ingest import READ_HEAD_EVENT, kept_hint_creator, push_creator
+from workqueue.types.trunk.landed_heads import READ_HEAD_EVENT, kept_hint_creator, push_creator
+from workqueue.types.trunk.lifecycle_hooks import TrunkHooks
 from workqueue.types.trunk.models import TRUNK_ITEM_TYPE, TrunkWorkItem
 
 

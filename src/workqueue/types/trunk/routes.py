@@ -39,8 +39,8 @@ from workqueue.queue.holding_limits import HoldingLimitError
 from workqueue.queue.read_repository import VisibilityGrant
 from workqueue.types.trunk import repository as trunk_repository
 from workqueue.types.trunk.config import TrunkQueueConfig, TrunkTypeConfig
-from workqueue.types.trunk.ingest import Submitter, ingest_head
 from workqueue.types.trunk.install import InstalledTrunk
+from workqueue.types.trunk.landed_heads import Submitter, ingest_head
 from workqueue.types.trunk.models import TRUNK_ITEM_TYPE
 
 router = APIRouter(tags=["trunk"])

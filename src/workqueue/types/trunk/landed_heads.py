@@ -24,7 +24,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from workqueue.gitlab.hooks import ZERO_SHA, push_hook
+from workqueue.gitlab.webhook_bodies import ZERO_SHA, push_hook
 from workqueue.queue import enqueue
 from workqueue.queue.contract import Creator
 from workqueue.queue.intake import deliveries as intake

@@ -23,7 +23,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import cast
 
-from workqueue.gitlab.hooks import (
+from workqueue.gitlab.webhook_bodies import (
     ZERO_SHA,
     HookProject,
     MergeRequestRef,

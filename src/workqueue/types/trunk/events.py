@@ -21,7 +21,7 @@ from typing import Any, cast
 
 from sqlalchemy.orm import Session
 
-from workqueue.gitlab.hooks import pipeline_hook
+from workqueue.gitlab.webhook_bodies import pipeline_hook
 from workqueue.queue.contract import EventContext, EventResult
 from workqueue.queue.dimensions import DimensionUpdate
 from workqueue.queue.models import DimensionStatus
