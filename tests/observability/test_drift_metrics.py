@@ -10,7 +10,7 @@ from api_harness import build_client
 from prometheus_client.parser import text_string_to_metric_families
 
 from workqueue.observability.backlog import LAST_RECEIVED_METRIC, LastDelivery
-from workqueue.types.mr.drift_check import CORRECTION_KINDS
+from workqueue.types.mr.executors.drift_check import CORRECTION_KINDS
 
 LAST = LAST_RECEIVED_METRIC
 

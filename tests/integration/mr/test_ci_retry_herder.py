@@ -30,8 +30,8 @@ from workqueue.queue.processing.manager import ProcessingManager
 from workqueue.queue.registry import TypeRegistry
 from workqueue.testing.gitlab_simulator import GitLabSimulator
 from workqueue.testing.gitlab_simulator.ci import JobSpec
-from workqueue.types.mr.ci_retry import CIRetryExecutor
 from workqueue.types.mr.config import MRTypeConfig
+from workqueue.types.mr.executors.ci_retry import CIRetryExecutor
 
 JOB = "build-job"
 TRACE_ROUTE = "/projects/:id/jobs/:job_id/trace"

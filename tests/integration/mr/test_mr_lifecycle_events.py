@@ -16,7 +16,7 @@ from test_mr_lifecycle_support import (
 
 from workqueue.queue.models import DimensionStatus, Phase
 from workqueue.testing.gitlab_simulator import JobSpec
-from workqueue.types.mr.mr_outcomes import EMPTY_DIFF_NOTE
+from workqueue.types.mr.executors.outcomes import EMPTY_DIFF_NOTE
 
 # -- ordering and terminal items -------------------------------------------------------
 

@@ -29,13 +29,13 @@ from workqueue.queue.processing.manager import ProcessingManager
 from workqueue.queue.registry import TypeRegistry
 from workqueue.testing.gitlab_simulator import GitLabSimulator
 from workqueue.testing.gitlab_simulator.versions import DEFAULT_GITLAB_VERSION
-from workqueue.types.mr.check_empty_diff import CheckEmptyDiff
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.decider import CHECK_EMPTY_DIFF, ENSURE_MR, RECONCILE_MR, RETRY_CI
-from workqueue.types.mr.ensure_mr import EnsureMR
 from workqueue.types.mr.events import register_mr_event_handlers
+from workqueue.types.mr.executors.check_empty_diff import CheckEmptyDiff
+from workqueue.types.mr.executors.ensure_mr import EnsureMR
+from workqueue.types.mr.executors.reconcile_mr import ReconcileMR
 from workqueue.types.mr.models import MRDimension
-from workqueue.types.mr.reconcile_mr import ReconcileMR
 
 BRANCH = "workqueue/sync-kernel"
 # What body() changes on top of FILES: pushing exactly this to main empties the MR.

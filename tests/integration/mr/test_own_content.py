@@ -9,7 +9,7 @@ import pytest
 from mr_harness import PROJECT, TOKEN
 
 from workqueue.gitlab.client import GitLabClient
-from workqueue.types.mr.own_content import content_mismatch
+from workqueue.types.mr.executors.own_content import content_mismatch
 
 ACTIONS = [
     {"action": "update", "file_path": "kernel.spec", "content": "Version: 2\n"},

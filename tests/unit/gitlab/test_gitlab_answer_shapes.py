@@ -15,7 +15,7 @@ from workqueue.gitlab.models import (
     parse_pipeline,
     parse_project,
 )
-from workqueue.types.mr.merge_blockers import BlockerCode, merge_blocker
+from workqueue.types.mr.executors.merge_blockers import BlockerCode, merge_blocker
 from workqueue.types.mr.models import MRWorkItem
 
 SHA = "9d1e3f5a7c9b1d3f5e7a9c1b3d5f7e9a1c3e5b7d"

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from workqueue.types.mr.ci_retry_breaker import BreakerState, RetryCircuitBreaker
+from workqueue.types.mr.executors.ci_retry_breaker import BreakerState, RetryCircuitBreaker
 
 
 class Clock:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from workqueue.types.mr.ci_retry_delays import RetryDelays
+from workqueue.types.mr.executors.ci_retry_delays import RetryDelays
 
 NOW = datetime(2026, 11, 29, 12, tzinfo=UTC)
 ITEM = uuid.uuid4()

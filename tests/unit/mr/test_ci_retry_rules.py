@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from workqueue.types.mr.ci_retry_rules import (
+from workqueue.types.mr.config import (
+    INFRASTRUCTURE_FAILURE_REASONS,
+    CIRetryConfig,
+    CIRetryRule,
+)
+from workqueue.types.mr.executors.ci_retry_rules import (
     FailedJob,
     RetryDecision,
     clean_log,
@@ -12,11 +17,6 @@ from workqueue.types.mr.ci_retry_rules import (
     matching_rule,
     needs_log_tail,
     retry_delay,
-)
-from workqueue.types.mr.config import (
-    INFRASTRUCTURE_FAILURE_REASONS,
-    CIRetryConfig,
-    CIRetryRule,
 )
 
 DEFAULT_RULES = CIRetryConfig().rules

@@ -17,9 +17,9 @@ from workqueue.queue.models import DimensionStatus
 from workqueue.queue.registry import TypeRegistry
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.decider import decide_mr
-from workqueue.types.mr.drift_check import DriftCounts, corrections, push_back_on_events
-from workqueue.types.mr.legacy_merge_status import legacy_merge_status
-from workqueue.types.mr.merge_blockers import BlockerCode, merge_blocker
+from workqueue.types.mr.executors.drift_check import DriftCounts, corrections, push_back_on_events
+from workqueue.types.mr.executors.legacy_merge_status import legacy_merge_status
+from workqueue.types.mr.executors.merge_blockers import BlockerCode, merge_blocker
 from workqueue.types.mr.models import MRDimension, MRWorkItem
 
 HEAD, OTHER = "a" * 40, "c" * 40

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from workqueue.types.mr.merge_attempts import MergeAttempts, refusal_delay
+from workqueue.types.mr.executors.merge_attempts import MergeAttempts, refusal_delay
 
 BASE, CAP = timedelta(seconds=30), timedelta(seconds=1800)
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)

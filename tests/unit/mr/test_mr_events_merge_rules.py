@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from workqueue.gitlab.models import MergeRequestInfo
-from workqueue.types.mr.merge_blockers import BlockerCode, merge_blocker
+from workqueue.types.mr.executors.merge_blockers import BlockerCode, merge_blocker
 from workqueue.types.mr.models import MRWorkItem
 
 HEAD, OLD = "a" * 40, "b" * 40

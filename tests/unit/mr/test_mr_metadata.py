@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from workqueue.types.mr.mr_metadata import (
+from workqueue.types.mr.executors.metadata import (
     MRMetadata,
     SetMetadata,
     digest,

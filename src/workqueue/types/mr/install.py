@@ -12,8 +12,6 @@ from workqueue.queue.registry import TypeRegistry
 from workqueue.types.catalog import InstallContext
 from workqueue.types.gitlab_connection import connect_gitlab
 from workqueue.types.mr import repository
-from workqueue.types.mr.check_empty_diff import CheckEmptyDiff
-from workqueue.types.mr.ci_retry import CIRetryExecutor
 from workqueue.types.mr.config import CI_CONFIG_PATH_ENTRY, MRTypeConfig
 from workqueue.types.mr.content_rules import ci_config_violations
 from workqueue.types.mr.decider import (
@@ -24,12 +22,14 @@ from workqueue.types.mr.decider import (
     RETRY_CI,
     decide_mr,
 )
-from workqueue.types.mr.drift_check import DriftCheck, DriftCounts, push_back_on_events
-from workqueue.types.mr.ensure_mr import EnsureMR
 from workqueue.types.mr.events import register_mr_event_handlers
+from workqueue.types.mr.executors.check_empty_diff import CheckEmptyDiff
+from workqueue.types.mr.executors.ci_retry import CIRetryExecutor
+from workqueue.types.mr.executors.drift_check import DriftCheck, DriftCounts, push_back_on_events
+from workqueue.types.mr.executors.ensure_mr import EnsureMR
+from workqueue.types.mr.executors.reconcile_mr import ReconcileMR
 from workqueue.types.mr.lifecycle_hooks import MRCancelRetryHooks
 from workqueue.types.mr.models import MR_ITEM_TYPE, MRWorkItem
-from workqueue.types.mr.reconcile_mr import ReconcileMR
 from workqueue.types.mr.resolvers import register_mr_resolvers
 from workqueue.types.mr.schemas import MRWorkItemCreate
 

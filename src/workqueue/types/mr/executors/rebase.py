@@ -34,10 +34,10 @@ from workqueue.gitlab.errors import PermanentGitLabError
 from workqueue.gitlab.models import MergeRequestInfo
 from workqueue.queue.contract import ExecutionContext
 from workqueue.types.mr.authorship import is_own_rebase
-from workqueue.types.mr.merge_attempts import MergeAttempts
-from workqueue.types.mr.merge_blockers import BlockerCode, MergeBlocker
+from workqueue.types.mr.executors.merge_attempts import MergeAttempts
+from workqueue.types.mr.executors.merge_blockers import BlockerCode, MergeBlocker
+from workqueue.types.mr.executors.own_content import content_mismatch
 from workqueue.types.mr.models import MRWorkItem
-from workqueue.types.mr.own_content import content_mismatch
 
 # Merge methods that need the target head in the MR's source branch.
 FAST_FORWARD_METHODS = frozenset({"ff", "rebase_merge"})

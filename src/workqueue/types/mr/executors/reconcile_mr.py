@@ -60,13 +60,13 @@ from workqueue.gitlab.models import MergeRequestInfo, ProjectInfo
 from workqueue.queue.contract import ExecutionContext
 from workqueue.queue.models import DimensionStatus
 from workqueue.types.mr.config import MRTypeConfig
-from workqueue.types.mr.merge_attempts import MergeAttempts
-from workqueue.types.mr.merge_blockers import MergeBlocker, merge_blocker
-from workqueue.types.mr.merge_call import Merging, Verdict, refused_blocker
-from workqueue.types.mr.merged_results import merged_result_tests_head
+from workqueue.types.mr.executors.merge_attempts import MergeAttempts
+from workqueue.types.mr.executors.merge_blockers import MergeBlocker, merge_blocker
+from workqueue.types.mr.executors.merge_call import Merging, Verdict, refused_blocker
+from workqueue.types.mr.executors.merged_results import merged_result_tests_head
+from workqueue.types.mr.executors.outcomes import record_observed, reflect_terminal, show_blocker
+from workqueue.types.mr.executors.rebase import FAST_FORWARD_METHODS, Rebases
 from workqueue.types.mr.models import MRDimension, MRWorkItem
-from workqueue.types.mr.mr_outcomes import record_observed, reflect_terminal, show_blocker
-from workqueue.types.mr.mr_rebase import FAST_FORWARD_METHODS, Rebases
 
 DEFAULT_RECHECK_DELAY = timedelta(seconds=30)
 # The first wait after a refused merge; it doubles up to `merge_retry_max_seconds`.

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from workqueue.gitlab.client import GitLabClient
 from workqueue.gitlab.models import MergeRequestInfo
-from workqueue.types.mr.merge_attempts import MergeAttempts
+from workqueue.types.mr.executors.merge_attempts import MergeAttempts
 from workqueue.types.mr.models import MRWorkItem
 
 

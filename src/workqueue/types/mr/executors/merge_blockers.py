@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from workqueue.gitlab.models import MergeRequestInfo
-from workqueue.types.mr.legacy_merge_status import legacy_merge_status
+from workqueue.types.mr.executors.legacy_merge_status import legacy_merge_status
 from workqueue.types.mr.models import MRWorkItem
 
 # detailed_merge_status values that settle by themselves within seconds or

@@ -16,13 +16,13 @@ from workqueue.gitlab.client import GitLabClient
 from workqueue.queue.contract import ExecutionContext
 from workqueue.queue.models import DimensionStatus
 from workqueue.types.mr.config import MRTypeConfig
-from workqueue.types.mr.models import MRDimension, MRWorkItem
-from workqueue.types.mr.mr_outcomes import (
+from workqueue.types.mr.executors.outcomes import (
     branch_differs,
     finish_empty,
     record_observed,
     reflect_terminal,
 )
+from workqueue.types.mr.models import MRDimension, MRWorkItem
 
 
 class CheckEmptyDiff:

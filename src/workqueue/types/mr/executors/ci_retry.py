@@ -39,13 +39,13 @@ from workqueue.gitlab.errors import PermanentGitLabError
 from workqueue.gitlab.models import JobInfo, MergeRequestInfo
 from workqueue.queue.contract import ExecutionContext
 from workqueue.queue.models import DimensionStatus
-from workqueue.types.mr.ci_retry_breaker import RetryCircuitBreaker
-from workqueue.types.mr.ci_retry_delays import RetryDelays
-from workqueue.types.mr.ci_retry_rules import FailedJob, decide, needs_log_tail
 from workqueue.types.mr.config import CIRetryConfig
-from workqueue.types.mr.drift_check import corrections
-from workqueue.types.mr.merge_attempts import MergeAttempts
-from workqueue.types.mr.merged_results import merged_result_tests_head
+from workqueue.types.mr.executors.ci_retry_breaker import RetryCircuitBreaker
+from workqueue.types.mr.executors.ci_retry_delays import RetryDelays
+from workqueue.types.mr.executors.ci_retry_rules import FailedJob, decide, needs_log_tail
+from workqueue.types.mr.executors.drift_check import corrections
+from workqueue.types.mr.executors.merge_attempts import MergeAttempts
+from workqueue.types.mr.executors.merged_results import merged_result_tests_head
 from workqueue.types.mr.models import MRDimension, MRWorkItem
 
 NEEDS_CI_RETRY = MRDimension.NEEDS_CI_RETRY

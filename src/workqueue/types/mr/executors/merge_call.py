@@ -21,10 +21,10 @@ from workqueue.gitlab.client import GitLabClient
 from workqueue.gitlab.errors import PermanentGitLabError
 from workqueue.gitlab.models import MergeRequestInfo
 from workqueue.queue.contract import ExecutionContext
-from workqueue.types.mr.merge_attempts import MAX_TRAIN_ADDS, MergeAttempts
-from workqueue.types.mr.merge_blockers import BlockerCode, MergeBlocker, merge_blocker
+from workqueue.types.mr.executors.merge_attempts import MAX_TRAIN_ADDS, MergeAttempts
+from workqueue.types.mr.executors.merge_blockers import BlockerCode, MergeBlocker, merge_blocker
+from workqueue.types.mr.executors.outcomes import complete_merged, record_observed
 from workqueue.types.mr.models import MRWorkItem
-from workqueue.types.mr.mr_outcomes import complete_merged, record_observed
 
 # Refusals that mean "not now" (see GitLabClient.merge); 406 is pre-16 GitLab's 422.
 MERGE_REFUSALS = frozenset({405, 406, 409, 422})

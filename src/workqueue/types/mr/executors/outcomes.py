@@ -15,7 +15,7 @@ from workqueue.gitlab.models import MergeRequestInfo
 from workqueue.queue.contract import ExecutionContext
 from workqueue.queue.errors import PermanentError
 from workqueue.queue.models import DimensionStatus, Phase
-from workqueue.types.mr.merge_blockers import MergeBlocker
+from workqueue.types.mr.executors.merge_blockers import MergeBlocker
 from workqueue.types.mr.models import CompletionReason, MRDimension, MRWorkItem
 
 EMPTY_DIFF_NOTE = (
