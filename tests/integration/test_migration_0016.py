@@ -11,7 +11,7 @@ from databases import create_database_from, drop_database
 from workqueue.db.engine import build_engine
 from workqueue.db.migrate import alembic_config, upgrade_to_head
 from workqueue.types.mr.schemas import MRWorkItemCreate
-from workqueue.types.mr.stored_bytes import stored_bytes
+from workqueue.types.mr.validation.stored_bytes import stored_bytes
 
 SUBMISSION = MRWorkItemCreate.model_validate(
     {

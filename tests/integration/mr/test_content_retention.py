@@ -21,8 +21,8 @@ from workqueue.queue.models import WorkItem
 from workqueue.queue.processing.manager import ProcessingManager
 from workqueue.queue.retention.contents import drop_finished_contents
 from workqueue.types.mr.config import MRTypeConfig
-from workqueue.types.mr.stored_bytes import bytes_kept
 from workqueue.types.mr.submit import SubmitOutcome, Submitter, submit_mr
+from workqueue.types.mr.validation.stored_bytes import bytes_kept
 
 WEEK = timedelta(days=7)
 FILE_ACTIONS = [

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from workqueue.types.mr.policy import content_hash
 from workqueue.types.mr.schemas import MRWorkItemCreate
+from workqueue.types.mr.validation.policy import content_hash
 
 BASE: dict[str, object] = {
     "project": "group/project",

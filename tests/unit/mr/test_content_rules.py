@@ -1,4 +1,4 @@
-"""Content rules (`types/mr/content_rules.py`): binary content, secrets, CI config files."""
+"""Content rules (`types/mr/validation/content_rules.py`): binaries, secrets, CI config."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import sys
 
 import pytest
 
-from workqueue.types.mr import content_rules
 from workqueue.types.mr.config import ContentRulesConfig, MRTypeConfig
-from workqueue.types.mr.content_rules import (
+from workqueue.types.mr.schemas import MRWorkItemCreate
+from workqueue.types.mr.validation import content_rules
+from workqueue.types.mr.validation.content_rules import (
     MAX_CANDIDATE_CHARACTERS,
     MAX_CANDIDATE_LINES,
     SECRET_DETECTORS,
@@ -29,8 +30,7 @@ from workqueue.types.mr.content_rules import (
     scan_secrets,
     text_secret_violations,
 )
-from workqueue.types.mr.policy import check_file_actions, check_submission
-from workqueue.types.mr.schemas import MRWorkItemCreate
+from workqueue.types.mr.validation.policy import check_file_actions, check_submission
 
 # Tokens are assembled at run time so that no scanner finds secrets in this file.
 _RANDOM = random.Random(4)  # noqa: S311 - reproducible fixtures, not keys

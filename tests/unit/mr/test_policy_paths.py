@@ -8,7 +8,8 @@ import subprocess
 import pytest
 
 from workqueue.types.mr.config import MRTypeConfig
-from workqueue.types.mr.paths import (
+from workqueue.types.mr.schemas import MRWorkItemCreate
+from workqueue.types.mr.validation.paths import (
     branch_problem,
     check_glob,
     glob_to_regex,
@@ -16,8 +17,7 @@ from workqueue.types.mr.paths import (
     path_problem,
     project_problem,
 )
-from workqueue.types.mr.policy import check_file_actions, check_submission
-from workqueue.types.mr.schemas import MRWorkItemCreate
+from workqueue.types.mr.validation.policy import check_file_actions, check_submission
 
 DEFAULT = MRTypeConfig()
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from workqueue.types.mr.config import MRTypeConfig
-from workqueue.types.mr.policy import check_submission, quick_action_line
 from workqueue.types.mr.schemas import MRWorkItemCreate
+from workqueue.types.mr.validation.policy import check_submission, quick_action_line
 
 DESCRIPTION = ("body", "description")
 

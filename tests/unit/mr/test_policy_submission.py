@@ -7,14 +7,14 @@ import base64
 import pytest
 
 from workqueue.types.mr.config import MRTypeConfig
-from workqueue.types.mr.policy import (
+from workqueue.types.mr.schemas import MRWorkItemCreate
+from workqueue.types.mr.validation.policy import (
     Violation,
     check_file_actions,
     check_submission,
     decode_content,
     decoded_size,
 )
-from workqueue.types.mr.schemas import MRWorkItemCreate
 
 DEFAULT = MRTypeConfig()
 # The base64 grammar is checked apart from what the bytes are (content_rules: binary).

@@ -7,7 +7,11 @@ from typing import Any
 import pytest
 
 from workqueue.types.mr.schemas import MRWorkItemCreate
-from workqueue.types.mr.stored_bytes import bytes_dropped_by_retention, bytes_kept, stored_bytes
+from workqueue.types.mr.validation.stored_bytes import (
+    bytes_dropped_by_retention,
+    bytes_kept,
+    stored_bytes,
+)
 
 _TITLE, _MESSAGE, _PATH = "Sync", "Sync from upstream", "kernel.spec"
 _BASE = len(_TITLE) + len(_MESSAGE) + len(_PATH)

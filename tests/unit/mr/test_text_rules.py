@@ -6,11 +6,11 @@ import unicodedata
 
 import pytest
 
-from workqueue.types.mr import text_rules
 from workqueue.types.mr.config import MRTypeConfig
-from workqueue.types.mr.policy import check_submission
 from workqueue.types.mr.schemas import MRWorkItemCreate
-from workqueue.types.mr.text_rules import (
+from workqueue.types.mr.validation import text_rules
+from workqueue.types.mr.validation.policy import check_submission
+from workqueue.types.mr.validation.text_rules import (
     FindingKind,
     Reading,
     field_violations,

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from workqueue.project_patterns import pattern_problem, placeholders
 from workqueue.types.gitlab_connection import check_gitlab_url
-from workqueue.types.mr.paths import branch_problem, check_glob
+from workqueue.types.mr.validation.paths import branch_problem, check_glob
 
 logger = logging.getLogger(__name__)
 

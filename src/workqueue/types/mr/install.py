@@ -13,7 +13,6 @@ from workqueue.types.catalog import InstallContext
 from workqueue.types.gitlab_connection import connect_gitlab
 from workqueue.types.mr import repository
 from workqueue.types.mr.config import CI_CONFIG_PATH_ENTRY, MRTypeConfig
-from workqueue.types.mr.content_rules import ci_config_violations
 from workqueue.types.mr.decider import (
     CHECK_DRIFT,
     CHECK_EMPTY_DIFF,
@@ -32,6 +31,7 @@ from workqueue.types.mr.lifecycle_hooks import MRCancelRetryHooks
 from workqueue.types.mr.models import MR_ITEM_TYPE, MRWorkItem
 from workqueue.types.mr.resolvers import register_mr_resolvers
 from workqueue.types.mr.schemas import MRWorkItemCreate
+from workqueue.types.mr.validation.content_rules import ci_config_violations
 
 
 def install_mr(registry: TypeRegistry, section: Mapping[str, Any], context: InstallContext) -> None:

@@ -38,7 +38,6 @@ from workqueue.queue.read_repository import MAX_PAGE_SIZE
 from workqueue.types.mr import repository as mr_repository
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.models import MR_ITEM_TYPE
-from workqueue.types.mr.policy import check_submission
 from workqueue.types.mr.schemas import MRWorkItemCreate
 from workqueue.types.mr.submit import (
     OwnershipConflictError,
@@ -46,6 +45,7 @@ from workqueue.types.mr.submit import (
     Submitter,
     submit_mr,
 )
+from workqueue.types.mr.validation.policy import check_submission
 
 router = APIRouter(prefix="/api/work-items/mr", tags=["mr"])
 

@@ -22,10 +22,10 @@ from workqueue.queue.models import DimensionStatus, Phase
 from workqueue.types.mr import repository
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.models import MR_ITEM_TYPE, MRDimension, MRWorkItem
-from workqueue.types.mr.policy import check_submission, content_hash
 from workqueue.types.mr.schemas import MRWorkItemCreate
-from workqueue.types.mr.stored_bytes import stored_bytes
-from workqueue.types.mr.violations import Violation
+from workqueue.types.mr.validation.policy import check_submission, content_hash
+from workqueue.types.mr.validation.stored_bytes import stored_bytes
+from workqueue.types.mr.validation.violations import Violation
 
 
 class SubmitOutcome(enum.StrEnum):

@@ -29,12 +29,12 @@ from workqueue.types.mr.authorship import (
     stamped_item,
 )
 from workqueue.types.mr.config import CI_CONFIG_PATH_ENTRY, MRTypeConfig
-from workqueue.types.mr.content_rules import ci_config_files
 from workqueue.types.mr.executors.metadata import MRMetadata, SetMetadata, plan_update
 from workqueue.types.mr.executors.outcomes import finish_empty
 from workqueue.types.mr.executors.own_content import content_mismatch
 from workqueue.types.mr.models import MRDimension, MRWorkItem
-from workqueue.types.mr.policy import target_problem
+from workqueue.types.mr.validation.content_rules import ci_config_files
+from workqueue.types.mr.validation.policy import target_problem
 
 
 class _Branch(enum.Enum):

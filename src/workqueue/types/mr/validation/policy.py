@@ -18,20 +18,6 @@ from dataclasses import replace
 
 from workqueue.project_patterns import path_matches, scope_regexes
 from workqueue.types.mr.config import MRTypeConfig
-from workqueue.types.mr.content_rules import (
-    FileContent,
-    file_content_violations,
-    published_texts,
-    redact_secrets,
-    text_secret_violations,
-)
-from workqueue.types.mr.paths import (
-    Problem,
-    branch_problem,
-    matching_glob,
-    path_problem,
-    project_problem,
-)
 from workqueue.types.mr.schemas import (
     ChmodAction,
     CreateAction,
@@ -40,8 +26,22 @@ from workqueue.types.mr.schemas import (
     MRWorkItemCreate,
     UpdateAction,
 )
-from workqueue.types.mr.text_rules import submission_text_violations
-from workqueue.types.mr.violations import Loc, Violation, ViolationKind
+from workqueue.types.mr.validation.content_rules import (
+    FileContent,
+    file_content_violations,
+    published_texts,
+    redact_secrets,
+    text_secret_violations,
+)
+from workqueue.types.mr.validation.paths import (
+    Problem,
+    branch_problem,
+    matching_glob,
+    path_problem,
+    project_problem,
+)
+from workqueue.types.mr.validation.text_rules import submission_text_violations
+from workqueue.types.mr.validation.violations import Loc, Violation, ViolationKind
 
 __all__ = [
     "Violation",

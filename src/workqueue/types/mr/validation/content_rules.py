@@ -55,9 +55,9 @@ from detect_secrets.plugins.stripe import StripeDetector
 from detect_secrets.plugins.twilio import TwilioKeyDetector
 
 from workqueue.types.mr.config import ContentRulesConfig
-from workqueue.types.mr.paths import matching_glob
 from workqueue.types.mr.schemas import FileAction, MoveAction, MRWorkItemCreate
-from workqueue.types.mr.violations import Loc, Violation, ViolationKind
+from workqueue.types.mr.validation.paths import matching_glob
+from workqueue.types.mr.validation.violations import Loc, Violation, ViolationKind
 
 __all__ = [
     "DEFAULT_CI_CONFIG_FILE",

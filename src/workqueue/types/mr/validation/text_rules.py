@@ -55,9 +55,9 @@ from enum import StrEnum
 from urllib.parse import unquote
 
 from workqueue.types.mr.config import MRTypeConfig
-from workqueue.types.mr.content_rules import redact_secrets
 from workqueue.types.mr.schemas import MRWorkItemCreate
-from workqueue.types.mr.violations import Loc, Violation, ViolationKind
+from workqueue.types.mr.validation.content_rules import redact_secrets
+from workqueue.types.mr.validation.violations import Loc, Violation, ViolationKind
 
 __all__ = [
     "Finding",

@@ -14,7 +14,7 @@ import unicodedata
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from workqueue.types.mr.violations import ViolationKind
+from workqueue.types.mr.validation.violations import ViolationKind
 
 # Unicode categories refused in paths and branch names: control characters
 # (C0, DEL, C1), invisible format characters (bidi overrides, zero-width

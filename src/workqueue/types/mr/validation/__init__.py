@@ -1,0 +1,1 @@
+"""workqueue.types.mr.validation."""
