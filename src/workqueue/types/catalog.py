@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from workqueue.queue.registry import TypeRegistry
+from workqueue.queue import TypeRegistry
 from workqueue.settings import Settings
 
 

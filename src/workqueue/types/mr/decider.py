@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from workqueue.queue.contract import Action
-from workqueue.queue.dimensions import Dimensions
+from workqueue.queue import Action, Dimensions
 from workqueue.types.mr.models import MRDimension, MRWorkItem
 
 ENSURE_MR = "ensure_mr"

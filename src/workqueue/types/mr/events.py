@@ -34,10 +34,13 @@ from workqueue.gitlab.webhook_bodies import (
     pipeline_hook,
     push_hook,
 )
-from workqueue.queue.contract import EventContext, EventResult
-from workqueue.queue.dimensions import DimensionUpdate
-from workqueue.queue.models import DimensionStatus
-from workqueue.queue.registry import ItemTypeRegistration
+from workqueue.queue import (
+    DimensionStatus,
+    DimensionUpdate,
+    EventContext,
+    EventResult,
+    ItemTypeRegistration,
+)
 from workqueue.types.mr.authorship import stamped_item
 from workqueue.types.mr.models import MRDimension, MRWorkItem
 

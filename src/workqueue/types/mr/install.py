@@ -7,8 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from workqueue.gitlab.client import GitLabClient
-from workqueue.queue.contract import ProjectSubmissionCheck
-from workqueue.queue.registry import TypeRegistry
+from workqueue.queue import ProjectSubmissionCheck, TypeRegistry
 from workqueue.types.catalog import InstallContext
 from workqueue.types.gitlab_connection import connect_gitlab
 from workqueue.types.mr import repository

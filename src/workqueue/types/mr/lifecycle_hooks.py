@@ -8,9 +8,7 @@ from typing import Any, cast
 from sqlalchemy.orm import Session
 
 from workqueue.gitlab.client import GitLabClient
-from workqueue.queue import enqueue
-from workqueue.queue.dimensions import DimensionUpdate
-from workqueue.queue.models import DimensionStatus, WorkItem
+from workqueue.queue import DimensionStatus, DimensionUpdate, WorkItem, enqueue
 from workqueue.types.mr.models import MRDimension, MRWorkItem
 
 CANCELLED_NOTE = (

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, Unmapped, mapped_column, unmapped_column
 
-from workqueue.queue.models import WorkItem
+from workqueue.queue import WorkItem
 
 MR_ITEM_TYPE = "mr"
 

@@ -11,10 +11,16 @@ from typing import TypedDict, Unpack
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from workqueue.queue import pg_arrays
-from workqueue.queue.enqueue import driver_connection
-from workqueue.queue.models import Phase
-from workqueue.queue.read_repository import OrderKeys, Page, RowPage, list_items, list_rows
+from workqueue.queue import (
+    OrderKeys,
+    Page,
+    Phase,
+    RowPage,
+    driver_connection,
+    list_items,
+    list_rows,
+    pg_arrays,
+)
 from workqueue.types.mr.models import MR_ITEM_TYPE, MRWorkItem
 
 # Namespace of the two-key advisory locks that serialise submissions for one

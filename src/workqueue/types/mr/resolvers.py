@@ -41,8 +41,7 @@ from workqueue.gitlab.webhook_bodies import (
     pipeline_hook,
     push_hook,
 )
-from workqueue.queue.contract import ManyResolver, Resolver
-from workqueue.queue.registry import ItemTypeRegistration
+from workqueue.queue import ItemTypeRegistration, ManyResolver, Resolver
 from workqueue.types.mr.repository import HookCriteria, active_items_for_hooks
 
 

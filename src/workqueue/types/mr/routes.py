@@ -30,11 +30,7 @@ from workqueue.api.submissions import (
     replay,
     start_submission,
 )
-from workqueue.queue import read_repository
-from workqueue.queue.audit.log import AuditEntry
-from workqueue.queue.holding_limits import HoldingLimitError
-from workqueue.queue.models import Phase
-from workqueue.queue.read_repository import MAX_PAGE_SIZE
+from workqueue.queue import MAX_PAGE_SIZE, AuditEntry, HoldingLimitError, Phase, read_repository
 from workqueue.types.mr import repository as mr_repository
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.models import MR_ITEM_TYPE

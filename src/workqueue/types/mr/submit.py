@@ -15,10 +15,17 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
-from workqueue.queue import enqueue, holding_limits
-from workqueue.queue.dimensions import DimensionUpdate
-from workqueue.queue.holding_limits import HoldingLimits, Owner
-from workqueue.queue.models import DimensionStatus, Phase
+from workqueue.queue import (
+    DimensionStatus,
+    DimensionUpdate,
+    HoldingLimits,
+    Owner,
+    Phase,
+    check_content_growth,
+    check_new_live_item,
+    enqueue,
+    identity_owner,
+)
 from workqueue.types.mr import repository
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.models import MR_ITEM_TYPE, MRDimension, MRWorkItem
@@ -58,7 +65,7 @@ class Submitter:
 
     @property
     def counted_as(self) -> Owner:
-        return self.owner or holding_limits.identity_owner(self.issuer, self.identity)
+        return self.owner or identity_owner(self.issuer, self.identity)
 
 
 class OwnershipConflictError(Exception):
@@ -88,7 +95,7 @@ def submit_mr(
     (what authorization matched, and the live key: every spelling of one
     project names one live item); it defaults to `project`. A live item created by another
     caller is never touched (`OwnershipConflictError`); a new item, or new content,
-    beyond `limits` is refused (`holding_limits.HoldingLimitError`).
+    beyond `limits` is refused (`HoldingLimitError`).
     """
     violations = check_submission(
         submission, config, project_path=project_path or submission.project
@@ -114,9 +121,7 @@ def submit_mr(
     owner = submitter.counted_as
     if existing is None:
         if limits is not None:
-            holding_limits.check_new_live_item(
-                session, owner, canonical_path, limits, content_bytes=new_bytes
-            )
+            check_new_live_item(session, owner, canonical_path, limits, content_bytes=new_bytes)
         item = _create(session, submission, digest, submitter, canonical_path)
         return SubmitResult(item, SubmitOutcome.CREATED)
     if (existing.caller_issuer, existing.caller_identity) != (submitter.issuer, submitter.identity):
@@ -135,7 +140,7 @@ def submit_mr(
     outcome = SubmitOutcome.RETRIED if existing.phase == Phase.FAILED else SubmitOutcome.UPDATED
     if limits is not None:
         same_key = existing.limit_key == owner.limit_key
-        holding_limits.check_content_growth(
+        check_content_growth(
             session,
             owner,
             limits,

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from workqueue.queue.outbox.emit import emit
+from workqueue.queue import emit
 from workqueue.types.trunk.models import TrunkWorkItem
 
 STARTED = "validation.repository.started"

@@ -11,8 +11,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from workqueue.queue.contract import Action
-from workqueue.queue.dimensions import Dimensions
+from workqueue.queue import Action, Dimensions
 from workqueue.types.trunk.models import (
     TERMINAL_STATES,
     BuildStrategy,

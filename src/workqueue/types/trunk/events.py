@@ -22,10 +22,13 @@ from typing import Any, cast
 from sqlalchemy.orm import Session
 
 from workqueue.gitlab.webhook_bodies import pipeline_hook
-from workqueue.queue.contract import EventContext, EventResult
-from workqueue.queue.dimensions import DimensionUpdate
-from workqueue.queue.models import DimensionStatus
-from workqueue.queue.registry import ItemTypeRegistration
+from workqueue.queue import (
+    DimensionStatus,
+    DimensionUpdate,
+    EventContext,
+    EventResult,
+    ItemTypeRegistration,
+)
 from workqueue.types.trunk import repository
 from workqueue.types.trunk.build import REQUEST_VARIABLE
 from workqueue.types.trunk.models import TrunkDimension, TrunkState, TrunkWorkItem

@@ -37,8 +37,7 @@ from sqlalchemy.orm import Session
 
 from workqueue.gitlab.client import GitLabClient, is_unknown_ancestry
 from workqueue.gitlab.errors import PermanentGitLabError, RetryableGitLabError
-from workqueue.queue.contract import ExecutionContext
-from workqueue.queue.models import DimensionStatus, Phase
+from workqueue.queue import DimensionStatus, ExecutionContext, Phase
 from workqueue.types.trunk import repository
 from workqueue.types.trunk.announce import announce_finished, announce_started
 from workqueue.types.trunk.build import ensure_pipeline

@@ -25,10 +25,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from workqueue.gitlab.webhook_bodies import ZERO_SHA, push_hook
-from workqueue.queue import enqueue
-from workqueue.queue.contract import Creator
-from workqueue.queue.intake import deliveries as intake
-from workqueue.queue.models import Phase
+from workqueue.queue import Creator, Phase, enqueue, store_for_later
 from workqueue.types.trunk import repository
 from workqueue.types.trunk.branch_heads import NoHead, PushHeadReads
 from workqueue.types.trunk.config import TrunkQueueConfig, TrunkTypeConfig
@@ -155,7 +152,7 @@ def ingest_branch_head(
     head = reads.head(session, queue)
     if head is NoHead.NOT_NOW:
         if reads.keep_once(session, queue):
-            intake.store_for_later(
+            store_for_later(
                 session, source="trunk", event_type=READ_HEAD_EVENT, body={"queue": queue.name}
             )
             logger.warning("trunk %s: branch head unreadable now; the hint is kept", queue.name)

@@ -23,9 +23,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from workqueue.queue import enqueue
-from workqueue.queue.dimensions import DimensionUpdate
-from workqueue.queue.models import DimensionStatus
+from workqueue.queue import DimensionStatus, DimensionUpdate, enqueue
 from workqueue.types.trunk import repository
 from workqueue.types.trunk.config import TrunkTypeConfig
 from workqueue.types.trunk.executors import end_head

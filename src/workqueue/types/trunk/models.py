@@ -14,7 +14,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from workqueue.queue.models import Base, WorkItem
+from workqueue.queue import Base, WorkItem
 
 TRUNK_ITEM_TYPE = "trunk"
 

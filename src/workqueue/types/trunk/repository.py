@@ -20,8 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
-from workqueue.queue import enqueue
-from workqueue.queue.models import Phase, WorkItem
+from workqueue.queue import Phase, WorkItem, enqueue
 from workqueue.types.trunk.config import TrunkQueueConfig
 from workqueue.types.trunk.models import (
     TRUNK_ITEM_TYPE,

@@ -33,10 +33,13 @@ from workqueue.api.submissions import (
 )
 from workqueue.db.transactions import run_in_transaction
 from workqueue.project_patterns import path_matches
-from workqueue.queue import holding_limits, read_repository
-from workqueue.queue.audit.log import AuditEntry
-from workqueue.queue.holding_limits import HoldingLimitError
-from workqueue.queue.read_repository import VisibilityGrant
+from workqueue.queue import (
+    AuditEntry,
+    HoldingLimitError,
+    VisibilityGrant,
+    check_new_live_item,
+    read_repository,
+)
 from workqueue.types.trunk import repository as trunk_repository
 from workqueue.types.trunk.config import TrunkQueueConfig, TrunkTypeConfig
 from workqueue.types.trunk.install import InstalledTrunk
@@ -167,7 +170,7 @@ def ingest(
             # 200 at any count); a refusal rolls the new item back.
             outcome.item.limit_key = owner.limit_key
             session.flush()
-            holding_limits.check_new_live_item(
+            check_new_live_item(
                 session, owner, queue.project, limits, content_bytes=0, other_than=outcome.item.id
             )
         session.refresh(outcome.item)

@@ -13,8 +13,7 @@ from datetime import timedelta
 from typing import cast
 
 from workqueue.gitlab.client import GitLabClient
-from workqueue.queue.contract import ExecutionContext
-from workqueue.queue.models import DimensionStatus
+from workqueue.queue import DimensionStatus, ExecutionContext
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.executors.outcomes import (
     branch_differs,

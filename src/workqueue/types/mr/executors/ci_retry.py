@@ -37,8 +37,7 @@ from typing import Any, cast
 from workqueue.gitlab.client import GitLabClient
 from workqueue.gitlab.errors import PermanentGitLabError
 from workqueue.gitlab.models import JobInfo, MergeRequestInfo
-from workqueue.queue.contract import ExecutionContext
-from workqueue.queue.models import DimensionStatus
+from workqueue.queue import DimensionStatus, ExecutionContext
 from workqueue.types.mr.config import CIRetryConfig
 from workqueue.types.mr.executors.ci_retry_breaker import RetryCircuitBreaker
 from workqueue.types.mr.executors.ci_retry_delays import RetryDelays

@@ -40,10 +40,15 @@ from typing import cast
 
 from workqueue.gitlab.client import GitLabClient
 from workqueue.gitlab.models import MergeRequestInfo
-from workqueue.queue.contract import EventContext, EventHandler, EventResult, ExecutionContext
-from workqueue.queue.dimensions import DimensionUpdate
-from workqueue.queue.models import DimensionStatus
-from workqueue.queue.registry import ItemTypeRegistration
+from workqueue.queue import (
+    DimensionStatus,
+    DimensionUpdate,
+    EventContext,
+    EventHandler,
+    EventResult,
+    ExecutionContext,
+    ItemTypeRegistration,
+)
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.models import MRDimension, MRWorkItem
 

@@ -16,9 +16,7 @@ from typing import cast
 
 from workqueue.gitlab.client import GitLabClient
 from workqueue.gitlab.models import BranchInfo, CommitInfo, MergeRequestInfo, ProjectInfo
-from workqueue.queue.contract import ExecutionContext
-from workqueue.queue.errors import PermanentError
-from workqueue.queue.models import DimensionStatus
+from workqueue.queue import DimensionStatus, ExecutionContext, PermanentError
 from workqueue.types.mr import repository as mr_repository
 from workqueue.types.mr.authorship import (
     BranchMRs,

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from workqueue.gitlab.client import GitLabClient
 from workqueue.gitlab.errors import PermanentGitLabError
 from workqueue.gitlab.models import MergeRequestInfo
-from workqueue.queue.contract import ExecutionContext
+from workqueue.queue import ExecutionContext
 from workqueue.types.mr.executors.merge_attempts import MAX_TRAIN_ADDS, MergeAttempts
 from workqueue.types.mr.executors.merge_blockers import BlockerCode, MergeBlocker, merge_blocker
 from workqueue.types.mr.executors.outcomes import complete_merged, record_observed

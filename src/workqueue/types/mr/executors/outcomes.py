@@ -12,9 +12,7 @@ from collections.abc import Mapping, Sequence
 from workqueue.gitlab.client import GitLabClient
 from workqueue.gitlab.errors import PermanentGitLabError
 from workqueue.gitlab.models import MergeRequestInfo
-from workqueue.queue.contract import ExecutionContext
-from workqueue.queue.errors import PermanentError
-from workqueue.queue.models import DimensionStatus, Phase
+from workqueue.queue import DimensionStatus, ExecutionContext, PermanentError, Phase
 from workqueue.types.mr.executors.merge_blockers import MergeBlocker
 from workqueue.types.mr.models import CompletionReason, MRDimension, MRWorkItem
 

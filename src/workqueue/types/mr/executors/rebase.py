@@ -32,7 +32,7 @@ from __future__ import annotations
 from workqueue.gitlab.client import GitLabClient
 from workqueue.gitlab.errors import PermanentGitLabError
 from workqueue.gitlab.models import MergeRequestInfo
-from workqueue.queue.contract import ExecutionContext
+from workqueue.queue import ExecutionContext
 from workqueue.types.mr.authorship import is_own_rebase
 from workqueue.types.mr.executors.merge_attempts import MergeAttempts
 from workqueue.types.mr.executors.merge_blockers import BlockerCode, MergeBlocker

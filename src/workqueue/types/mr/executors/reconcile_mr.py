@@ -57,8 +57,7 @@ from typing import cast
 
 from workqueue.gitlab.client import GitLabClient
 from workqueue.gitlab.models import MergeRequestInfo, ProjectInfo
-from workqueue.queue.contract import ExecutionContext
-from workqueue.queue.models import DimensionStatus
+from workqueue.queue import DimensionStatus, ExecutionContext
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.executors.merge_attempts import MergeAttempts
 from workqueue.types.mr.executors.merge_blockers import MergeBlocker, merge_blocker
