@@ -46,9 +46,9 @@ share_default_trust_store()
 SERIAL = {
     "tests/chaos/": "replicas killed, the database cut: readiness within 60 s, timings",
     "tests/integration/trunk/test_trunk_two_processes.py::": "asserts it ends within 60 s",
-    "tests/integration/engine/test_batched_steps.py::"
+    "tests/integration/queue/test_batched_steps.py::"
     "test_a_manager_steps_a_backlog_in_shared_transactions": "items per commit in a step budget",
-    "tests/integration/engine/test_leases_and_shutdown.py::"
+    "tests/integration/queue/test_leases_and_shutdown.py::"
     "test_deadline_releases_the_claim_between_steps": "2-4 steps of 0.1 s in a 0.25 s deadline",
     "tests/integration/outbox/test_outbox_delivery.py::"
     "test_gives_up_after_max_age_marks_abandoned_logs_and_audits": "3 attempts within 0.6 s",

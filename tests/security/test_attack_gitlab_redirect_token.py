@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "gitlab_client"))
+sys.path.insert(0, str(Path(__file__).parents[1] / "gitlab" / "client"))
 
 
 from gitlab_client_support import PROJECT, TOKEN

@@ -1,6 +1,6 @@
 """MR resolvers: which active items each GitLab hook kind reaches (payloads captured from GitLab).
 
-The fixtures (tests/simulator/fixtures/hook_*.json) share project 42 `acme/widgets`,
+The fixtures (tests/gitlab/simulator/fixtures/hook_*.json) share project 42 `acme/widgets`,
 MR !7 from `workqueue/bump-requests` into `main`, pipeline 5511 and head sha `c3e5…9a1`.
 """
 
@@ -21,7 +21,7 @@ from workqueue.types.mr.decider import decide_mr
 from workqueue.types.mr.models import MRWorkItem
 from workqueue.types.mr.resolvers import MR_RESOLVERS, register_mr_resolvers
 
-FIXTURES = Path(__file__).resolve().parents[1] / "simulator" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "gitlab" / "simulator" / "fixtures"
 SHA = "c3e5a7b9d1f3e5a7c9b1d3f5e7a9c1b3d5f7e9a1"
 OLD_SHA = "8a2d4c6e0f1b3d5f7a9c1e3b5d7f9a1c3e5b7d9f"
 BRANCH = "workqueue/bump-requests"

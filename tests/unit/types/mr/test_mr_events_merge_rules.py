@@ -187,7 +187,7 @@ def test_reasons_not_to_merge(fields, changes, transient, code, why):
 
 
 # Codes the merge call itself gives (GitLab's answer to it), not the MR's read:
-# tests/unit/mr/test_merge_attempts.py and tests/integration/mr/test_merge_paths_*.py.
+# tests/unit/types/mr/test_merge_attempts.py and tests/integration/mr/test_merge_paths_*.py.
 MERGE_CALL_CODES = {BlockerCode.MERGE_REFUSED.value, BlockerCode.IN_MERGE_TRAIN.value}
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import gitlab
 import pytest
+
+import gitlab
 
 SOURCE = "bot/bump-requests"
 CONFLICTING = {"requirements.txt": "requests==2.30.0\nflask==3.0.0\nrich==13.7.0\n"}

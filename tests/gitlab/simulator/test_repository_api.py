@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import base64
 
-import gitlab
 import pytest
+
+import gitlab
 
 
 def test_project_lookup_by_encoded_path_and_by_id(sim, gl, project_id, project_path):

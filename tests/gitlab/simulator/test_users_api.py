@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import gitlab
 import pytest
+
+import gitlab
 
 
 def test_current_user_is_the_tokens_user(sim, gl):
