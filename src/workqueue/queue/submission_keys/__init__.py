@@ -1,1 +1,1 @@
-"""workqueue.queue.submission_keys."""
+"""Submission idempotency: a caller's `Idempotency-Key` and the answer it got."""
