@@ -32,10 +32,11 @@ from workqueue.gitlab.client import GitLabClient
 from workqueue.queue.processing.config import ProcessingConfig
 from workqueue.queue.processing.manager import ProcessingManager
 from workqueue.testing.gitlab_simulator import GitLabSimulator
-from workqueue.types.catalog import InstallContext, build_registry
+from workqueue.types.catalog import build_registry
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.schemas import MRWorkItemCreate
 from workqueue.types.mr.submit import Submitter, submit_mr
+from workqueue.types.plugin import InstallContext
 
 PROJECT = "bench/group/project"
 TOKEN = "benchmark-token"  # noqa: S105 - the simulator's token

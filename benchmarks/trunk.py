@@ -46,7 +46,8 @@ from workqueue.queue.intake.pending_events import ingest_event
 from workqueue.queue.processing.config import ProcessingConfig
 from workqueue.queue.processing.manager import ProcessingManager
 from workqueue.testing.gitlab_simulator import GitLabSimulator
-from workqueue.types.catalog import InstallContext, build_registry
+from workqueue.types.catalog import build_registry
+from workqueue.types.plugin import InstallContext
 
 PROJECT, BRANCH, TOKEN = "bench/app", "main", "bench-token"
 BUILD_SECONDS = 2.0

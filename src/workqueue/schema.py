@@ -1,7 +1,7 @@
 """The complete schema: generic tables plus every type's detail tables.
 
-Migrations and the model/migration parity test compare against this; adding a
-type means importing its models module here.
+Migrations and the model/migration parity test compare against this; each
+type's tables come from its plugin in the catalog (`types/catalog.py`).
 """
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ from workqueue.queue.intake import models as intake_models
 from workqueue.queue.models import Base
 from workqueue.queue.outbox import models as outbox_models
 from workqueue.queue.submission_keys import models as submission_key_models
-from workqueue.types.mr import models as mr_models
-from workqueue.types.trunk import models as trunk_models
+from workqueue.types.catalog import catalog
 
 # Importing a type's models module maps its detail table onto Base.metadata.
-DETAIL_MODELS = (mr_models.MRWorkItem, trunk_models.TrunkWorkItem, trunk_models.TrunkQueue)
+DETAIL_MODELS = catalog().detail_models()
 # Generic tables kept outside queue/models.py, mapped by importing them.
 GENERIC_MODELS = (
     outbox_models.OutboxDelivery,

@@ -30,7 +30,7 @@ from workqueue.config import ServiceConfig
 from workqueue.gitlab.client import GitLabClient
 from workqueue.settings import Settings
 from workqueue.testing.gitlab_simulator import GitLabSimulator
-from workqueue.types.catalog import InstallContext
+from workqueue.types.plugin import InstallContext
 
 LOCAL_USER = "dev-user"
 COMMAND_TIMEOUT = 60

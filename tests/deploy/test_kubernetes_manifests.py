@@ -22,7 +22,8 @@ from kustomize_build import all_containers, build, pod_specs
 from workqueue.cli.main import app
 from workqueue.config import load_config
 from workqueue.settings import Settings
-from workqueue.types.catalog import build_registry, install_context
+from workqueue.types.catalog import build_registry
+from workqueue.types.plugin import install_context
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBERNETES = ROOT / "deploy" / "kubernetes"

@@ -13,7 +13,7 @@ from workqueue.api.app import EXTRA_CONNECTIONS, create_app
 from workqueue.config import ServiceConfig
 from workqueue.gitlab.client import GitLabClient
 from workqueue.settings import Settings
-from workqueue.types.catalog import InstallContext
+from workqueue.types.plugin import InstallContext
 
 WORKERS = 2
 

@@ -25,7 +25,7 @@ from workqueue.api.webhooks.route import WEBHOOK_PATH
 from workqueue.config import ServiceConfig
 from workqueue.gitlab.client import GitLabClient
 from workqueue.settings import Settings
-from workqueue.types.catalog import InstallContext
+from workqueue.types.plugin import InstallContext
 from workqueue.ui.pages import router as dashboard_router
 
 SECRET = "hook-secret"

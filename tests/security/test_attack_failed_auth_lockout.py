@@ -33,7 +33,7 @@ from workqueue.auth.authenticator import Authenticator
 from workqueue.config import ServiceConfig
 from workqueue.gitlab.client import GitLabClient
 from workqueue.settings import Settings
-from workqueue.types.catalog import InstallContext
+from workqueue.types.plugin import InstallContext
 
 READER = "system:serviceaccount:ops:reader"
 ROUTER = {"X-Forwarded-For": "10.128.2.5"}  # the address every caller shares

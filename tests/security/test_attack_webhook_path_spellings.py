@@ -31,7 +31,7 @@ from workqueue.gitlab import client as gitlab_client
 from workqueue.gitlab.client import GitLabClient
 from workqueue.settings import Settings
 from workqueue.testing.gitlab_simulator import GitLabSimulator
-from workqueue.types.catalog import InstallContext
+from workqueue.types.plugin import InstallContext
 
 TEAM_ENV = "WORKQUEUE_TEST_HOOK_SECRET_TEAM"
 TEAM_SECRET = "team-maintainers-can-read-this"

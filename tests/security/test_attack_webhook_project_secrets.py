@@ -40,7 +40,7 @@ from workqueue.gitlab.client import GitLabClient
 from workqueue.receivers.projects import ProjectDirectory
 from workqueue.settings import Settings
 from workqueue.testing.gitlab_simulator import GitLabSimulator, JobSpec
-from workqueue.types.catalog import InstallContext
+from workqueue.types.plugin import InstallContext
 
 TEAM_ENV = "WORKQUEUE_TEST_HOOK_SECRET_TEAM"
 VICTIM_ENV = "WORKQUEUE_TEST_HOOK_SECRET_VICTIM"

@@ -15,7 +15,8 @@ from sqlalchemy.engine import make_url
 from workqueue.db.engine import build_engine, build_sessions
 from workqueue.gitlab.client import GitLabClient
 from workqueue.queue.processing.manager import ProcessingManager
-from workqueue.types.catalog import InstallContext, build_registry
+from workqueue.types.catalog import build_registry
+from workqueue.types.plugin import InstallContext
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ from workqueue.api.app import create_app
 from workqueue.config import ServiceConfig
 from workqueue.gitlab.client import GitLabClient
 from workqueue.settings import Settings
-from workqueue.types.catalog import InstallContext
+from workqueue.types.plugin import InstallContext
 
 
 def main() -> None:

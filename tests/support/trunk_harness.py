@@ -18,7 +18,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from workqueue.gitlab.client import GitLabClient
 from workqueue.queue.registry import TypeRegistry
 from workqueue.testing.gitlab_simulator import GitLabSimulator
-from workqueue.types.catalog import InstallContext, build_registry
+from workqueue.types.catalog import build_registry
+from workqueue.types.plugin import InstallContext
 
 PROJECT = "group/app"
 BRANCH = "main"

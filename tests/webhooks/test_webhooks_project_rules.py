@@ -22,7 +22,7 @@ from workqueue.receivers.projects import (
     ProjectLookupUnavailable,
     names_one_project,
 )
-from workqueue.types.catalog import InstallContext
+from workqueue.types.plugin import InstallContext
 
 APP = KnownProject(42, "team/app")
 PROD = KnownProject(7, "victim/prod")

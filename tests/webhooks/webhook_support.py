@@ -23,8 +23,9 @@ from workqueue.config import ServiceConfig
 from workqueue.gitlab.client import GitLabClient
 from workqueue.queue.registry import ItemTypeRegistration, TypeRegistry
 from workqueue.settings import Settings
-from workqueue.types.catalog import InstallContext, build_registry
+from workqueue.types.catalog import build_registry
 from workqueue.types.mr.resolvers import MR_RESOLVERS
+from workqueue.types.plugin import InstallContext
 
 # Two secrets as during a rotation, with the whitespace an operator may leave.
 SECRETS = " old-secret , new-secret ,"

@@ -65,9 +65,8 @@ from workqueue.queue.registry import TypeRegistry
 from workqueue.receivers.projects import ProjectDirectory
 from workqueue.receivers.sqs import SqsEventConsumer, build_sqs_consumer, sqs_location
 from workqueue.settings import Settings
-from workqueue.types.catalog import InstallContext, build_registry, install_context
-from workqueue.types.mr import routes as mr_routes
-from workqueue.types.trunk import routes as trunk_routes
+from workqueue.types.catalog import build_registry, catalog
+from workqueue.types.plugin import InstallContext, install_context
 from workqueue.ui.browser_guard import DashboardHeaders
 from workqueue.ui.mount import mount_dashboard
 
@@ -248,8 +247,7 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
     for router in (
         health.router,
         metrics.router,
-        mr_routes.router,
-        trunk_routes.router,
+        *catalog().routers(),
         webhooks.router,
         attention_router,
         item_history.router,

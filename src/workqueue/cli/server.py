@@ -30,12 +30,8 @@ from workqueue.cli.logging_setup import LogFormat, configure_logging
 from workqueue.config import ConfigError, ServiceConfig, describe_validation_error, load_config
 from workqueue.db.url import InvalidDatabaseURLError
 from workqueue.settings import Settings
-from workqueue.types.catalog import (
-    HandledTypeError,
-    build_registry,
-    install_context,
-    type_config_models,
-)
+from workqueue.types.catalog import build_registry, type_config_models
+from workqueue.types.plugin import HandledTypeError, install_context
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

@@ -47,7 +47,7 @@ from workqueue.gitlab.models import ProjectInfo
 from workqueue.gitlab.webhook_bodies import hook_project, malformed_project_ids, project_id_conflict
 from workqueue.queue.registry import TypeRegistry
 from workqueue.receivers.lookup_budget import LookupBudget
-from workqueue.types.catalog import InstallContext
+from workqueue.types.plugin import InstallContext
 
 logger = logging.getLogger(__name__)
 

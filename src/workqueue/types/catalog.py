@@ -1,64 +1,94 @@
-"""The item types this build knows, and the registry assembled from the config.
+"""The item types this build knows: one line per type, and what derives from the list.
 
 `handled_types` in the config file opts a replica into types (DDR-25); each
 named type validates its own section and registers its decider, executors,
 event handlers and resolvers into a fresh `TypeRegistry`.
+
+The list names each type's plugin module; modules are imported when the
+catalog is first read, so importing the catalog (the CLI does) costs nothing,
+and a type's modules never import the catalog back.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+import importlib
+from collections.abc import Iterable, Iterator, Mapping
+from functools import cache
 from typing import Any
 
+from fastapi import APIRouter
 from pydantic import BaseModel, ValidationError
 
 from workqueue.queue import TypeRegistry
-from workqueue.settings import Settings
+from workqueue.types.plugin import HandledTypeError, InstallContext, ItemTypePlugin, TypeInstaller
+
+# One line per item type: the module that exports its `PLUGIN`.
+PLUGIN_MODULES = (
+    "workqueue.types.mr.plugin",
+    "workqueue.types.trunk.plugin",
+)
 
 
-@dataclass(frozen=True)
-class InstallContext:
-    """What types may need from the process environment (secrets, test doubles)."""
-
-    gitlab_token: str | None = None
-    # Builds the GitLab client for a base URL and token; tests pass one that
-    # points at the simulator. None: the real client.
-    gitlab_client_factory: Callable[[str, str], Any] | None = None
-    # Told about every GitLab call (operation, HTTP status): metrics.
-    gitlab_on_call: Callable[[str, int | str], None] | None = None
+class DuplicatePluginError(ValueError):
+    """Two plugins claim one item type name."""
 
 
-def install_context(
-    settings: Settings, *, on_gitlab_call: Callable[[str, int | str], None] | None = None
-) -> InstallContext:
-    token = settings.gitlab_token.get_secret_value() if settings.gitlab_token else None
-    return InstallContext(gitlab_token=token, gitlab_on_call=on_gitlab_call)
+class Catalog:
+    """The known plugins by name; an explicit object that refuses a second plugin of a name."""
+
+    def __init__(self, plugins: Iterable[ItemTypePlugin] = ()) -> None:
+        self._plugins: dict[str, ItemTypePlugin] = {}
+        for plugin in plugins:
+            self.add(plugin)
+
+    def add(self, plugin: ItemTypePlugin) -> None:
+        if plugin.name in self._plugins:
+            raise DuplicatePluginError(f"item type {plugin.name!r} is already in the catalog")
+        self._plugins[plugin.name] = plugin
+
+    def __iter__(self) -> Iterator[ItemTypePlugin]:
+        return iter(self._plugins.values())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._plugins
+
+    def installers(self) -> dict[str, TypeInstaller]:
+        return {plugin.name: plugin.install for plugin in self}
+
+    def config_models(self) -> dict[str, type[BaseModel]]:
+        return {plugin.name: plugin.config_model for plugin in self}
+
+    def detail_models(self) -> tuple[type[Any], ...]:
+        return tuple(model for plugin in self for model in plugin.models)
+
+    def routers(self) -> tuple[APIRouter, ...]:
+        return tuple(plugin.router for plugin in self if plugin.router is not None)
 
 
-TypeInstaller = Callable[[TypeRegistry, Mapping[str, Any], InstallContext], None]
-"""Validates a type's config section and registers the type."""
+def load_catalog(modules: Iterable[str]) -> Catalog:
+    """A catalog of the `PLUGIN` each module exports."""
+    plugins = []
+    for name in modules:
+        plugin = getattr(importlib.import_module(name), "PLUGIN", None)
+        if not isinstance(plugin, ItemTypePlugin):
+            raise TypeError(f"{name}.PLUGIN is not an ItemTypePlugin")
+        plugins.append(plugin)
+    return Catalog(plugins)
 
 
-class HandledTypeError(ValueError):
-    """handled_types names an unknown type, or a type's section is invalid."""
+@cache
+def catalog() -> Catalog:
+    """This build's catalog (`PLUGIN_MODULES`)."""
+    return load_catalog(PLUGIN_MODULES)
 
 
 def known_types() -> dict[str, TypeInstaller]:
-    # Imported here so that listing the catalog does not import every type's
-    # dependencies at module import time.
-    from workqueue.types.mr.install import install_mr  # noqa: PLC0415
-    from workqueue.types.trunk.install import install_trunk  # noqa: PLC0415
-
-    return {"mr": install_mr, "trunk": install_trunk}
+    return catalog().installers()
 
 
 def type_config_models() -> dict[str, type[BaseModel]]:
     """Each known type's `handled_types.<name>` section model (for the JSON Schema)."""
-    from workqueue.types.mr.config import MRTypeConfig  # noqa: PLC0415 - see known_types
-    from workqueue.types.trunk.config import TrunkTypeConfig  # noqa: PLC0415
-
-    return {"mr": MRTypeConfig, "trunk": TrunkTypeConfig}
+    return catalog().config_models()
 
 
 def build_registry(

@@ -10,7 +10,7 @@ import logging
 from urllib.parse import urlsplit
 
 from workqueue.gitlab.client import GitLabClient
-from workqueue.types.catalog import HandledTypeError, InstallContext
+from workqueue.types.plugin import HandledTypeError, InstallContext
 
 logger = logging.getLogger(__name__)
 # (item type, URL) already warned about: `serve` installs the types twice, once

@@ -5,7 +5,8 @@ import pytest
 from workqueue.queue.errors import DuplicateRegistrationError, UnknownItemTypeError
 from workqueue.queue.models import WorkItem
 from workqueue.queue.registry import TypeRegistry
-from workqueue.types.catalog import HandledTypeError, InstallContext, build_registry
+from workqueue.types.catalog import build_registry
+from workqueue.types.plugin import HandledTypeError, InstallContext
 
 
 def decide(item, dimensions):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import uuid
 
-from workqueue.types.catalog import InstallContext, build_registry
+from workqueue.types.catalog import build_registry
+from workqueue.types.plugin import InstallContext
 
 
 def test_plain_http_is_warned_about_once_per_type_and_url(caplog):

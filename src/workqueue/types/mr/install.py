@@ -8,7 +8,6 @@ from typing import Any
 
 from workqueue.gitlab.client import GitLabClient
 from workqueue.queue import ProjectSubmissionCheck, TypeRegistry
-from workqueue.types.catalog import InstallContext
 from workqueue.types.gitlab_connection import connect_gitlab
 from workqueue.types.mr import repository
 from workqueue.types.mr.config import CI_CONFIG_PATH_ENTRY, MRTypeConfig
@@ -31,6 +30,7 @@ from workqueue.types.mr.models import MR_ITEM_TYPE, MRWorkItem
 from workqueue.types.mr.resolvers import register_mr_resolvers
 from workqueue.types.mr.schemas import MRWorkItemCreate
 from workqueue.types.mr.validation.content_rules import ci_config_violations
+from workqueue.types.plugin import InstallContext
 
 
 def install_mr(registry: TypeRegistry, section: Mapping[str, Any], context: InstallContext) -> None:

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from workqueue.queue import TypeRegistry
-from workqueue.types.catalog import InstallContext
 from workqueue.types.gitlab_connection import connect_gitlab
+from workqueue.types.plugin import InstallContext
 from workqueue.types.trunk.branch_heads import PushHeadReads, read_head
 from workqueue.types.trunk.config import TrunkQueueConfig, TrunkTypeConfig
 from workqueue.types.trunk.decider import PROCESS, RECORD, decide_trunk
