@@ -1,4 +1,4 @@
-"""Where a request's authenticated caller is kept between the middleware and the routes.
+"""Who a request's caller is (`Caller`), and where it waits between middleware and routes.
 
 `AuthenticateFirst` proves the caller before the body is read and stores it in
 the ASGI scope's per-request `state`; the routes' `get_caller` dependency
@@ -7,14 +7,25 @@ takes it from there, so each request is authenticated exactly once.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from starlette.types import Scope
 
-if TYPE_CHECKING:
-    from workqueue.api.deps import Caller
-
 _CALLER_KEY = "workqueue.caller"
+
+
+class Caller(Protocol):
+    """Who is calling; `identity` becomes `caller_identity` on submitted items.
+
+    `issuer_key` says where the identity comes from: two callers are the same
+    only when both parts are equal.
+    """
+
+    @property
+    def identity(self) -> str: ...
+
+    @property
+    def issuer_key(self) -> str: ...
 
 
 def remember_caller(scope: Scope, caller: Caller) -> None:

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
-from workqueue.api.caller_state import remembered_caller
+from workqueue.api.caller_state import Caller, remembered_caller
 from workqueue.auth.config import CallerLimits
 from workqueue.auth.limit_keys import LimitKey
 from workqueue.queue.audit.log import AuditEntry, AuditLog
@@ -41,20 +41,6 @@ PathText = Annotated[
     str, Path(min_length=1, max_length=MAX_PATH_TEXT_LENGTH, pattern=NO_CONTROL_CHARACTERS)
 ]
 ItemIdPath = Annotated[uuid.UUID, Path(description="the work item's id")]
-
-
-class Caller(Protocol):
-    """Who is calling; `identity` becomes `caller_identity` on submitted items.
-
-    `issuer_key` says where the identity comes from: two callers are the same
-    only when both parts are equal.
-    """
-
-    @property
-    def identity(self) -> str: ...
-
-    @property
-    def issuer_key(self) -> str: ...
 
 
 class CallerAuthenticationError(Exception):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from workqueue.api.deps import Caller, CallerAuthenticationError, Permission
+from workqueue.api.caller_state import Caller
+from workqueue.api.deps import CallerAuthenticationError, Permission
 from workqueue.auth.authenticator import Authenticator
 from workqueue.auth.authorization import (
     Grant,

@@ -27,7 +27,8 @@ from collections.abc import Callable
 from fastapi import HTTPException
 from sqlalchemy.orm import Session
 
-from workqueue.api.deps import Caller, Permission, Runtime, require, require_on_project
+from workqueue.api.caller_state import Caller
+from workqueue.api.deps import Permission, Runtime, require, require_on_project
 from workqueue.auth.limit_keys import LimitKeyError
 from workqueue.db.transactions import run_in_transaction
 from workqueue.gitlab.errors import PermanentGitLabError

@@ -37,7 +37,8 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
-from workqueue.api.deps import Caller, Runtime, require_on_project
+from workqueue.api.caller_state import Caller
+from workqueue.api.deps import Runtime, require_on_project
 from workqueue.api.quotas import admit_submission
 from workqueue.api.schemas import SubmitResponse, item_body
 from workqueue.db.transactions import run_in_transaction

@@ -18,7 +18,8 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse
 
-from workqueue.api.deps import NO_CONTROL_CHARACTERS, Caller, PathText, Runtime, RuntimeDep
+from workqueue.api.caller_state import Caller
+from workqueue.api.deps import NO_CONTROL_CHARACTERS, PathText, Runtime, RuntimeDep
 from workqueue.api.routes.attention import list_queues as list_attention_queues
 from workqueue.api.routes.item_history import item_history
 from workqueue.api.routes.work_items import (

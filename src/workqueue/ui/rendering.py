@@ -17,7 +17,7 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from workqueue import __version__
-from workqueue.api.deps import Caller
+from workqueue.api.caller_state import Caller
 from workqueue.ui import views
 
 REFRESH_SECONDS = 5

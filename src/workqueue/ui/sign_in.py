@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from fastapi import HTTPException, Request
 
-from workqueue.api.deps import Caller, CallerAuthenticationError, Runtime
+from workqueue.api.caller_state import Caller
+from workqueue.api.deps import CallerAuthenticationError, Runtime
 from workqueue.api.middleware.authentication import authenticate_request
 from workqueue.api.middleware.failed_authentications import TooManyFailedAuthenticationsError
 

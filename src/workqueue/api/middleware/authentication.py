@@ -23,8 +23,8 @@ from collections.abc import Collection
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from workqueue.api.caller_state import remember_caller
-from workqueue.api.deps import Caller, CallerAuthenticationError, Gatekeeper
+from workqueue.api.caller_state import Caller, remember_caller
+from workqueue.api.deps import CallerAuthenticationError, Gatekeeper
 from workqueue.api.middleware.asgi import has_pending_body, header, route_path, send_json
 from workqueue.api.middleware.failed_authentications import (
     FailedAuthentications,

@@ -12,10 +12,10 @@ from fastapi import APIRouter, Body, Header, HTTPException, Query, Response
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from workqueue.api.caller_state import Caller
 from workqueue.api.deps import (
     MAX_QUERY_TEXT_LENGTH,
     NO_CONTROL_CHARACTERS,
-    Caller,
     CallerDep,
     FilterText,
     ItemIdPath,

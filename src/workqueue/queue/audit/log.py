@@ -1,5 +1,5 @@
 """Audit trail: every entry is logged; with a bucket configured it is also archived,
-and with a history (`audit_history.AuditHistory`) it is kept in the database.
+and with a history (`history.AuditHistory`) it is kept in the database.
 
 Archive objects are gzipped JSON under `YYYY/MM/DD/HH/MM/` keys (partitions for
 Athena-style queries) with `ContentEncoding: gzip` (DDR-17/28). Uploads run on
@@ -17,15 +17,12 @@ import logging
 import queue
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
-
-    from workqueue.queue.audit.history import AuditHistory
+from sqlalchemy.orm import Session
 
 logger = logging.getLogger("workqueue.audit")
 
@@ -76,6 +73,19 @@ class ObjectStore(Protocol):
     def put_object(self, **kwargs: Any) -> Any: ...
 
 
+class HistorySink(Protocol):
+    """Where committed entries are kept (`history.AuditHistory`): the log writes to it
+    without depending on how it stores them."""
+
+    def store_in(self, session: Session, entries: Sequence[AuditEntry]) -> bool: ...
+
+    def prune_if_due(self, session: Session) -> None: ...
+
+    def enqueue(self, entries: Iterable[AuditEntry]) -> None: ...
+
+    def close(self, timeout: float = 10.0) -> None: ...
+
+
 class AuditLog:
     """Writes audit entries to the log and, optionally, to an S3 bucket."""
 
@@ -86,7 +96,7 @@ class AuditLog:
         bucket: str | None = None,
         key_prefix: str = "",
         max_queued: int = 10_000,
-        history: AuditHistory | None = None,
+        history: HistorySink | None = None,
     ) -> None:
         self._history = history
         self._store = object_store if bucket else None
