@@ -5,7 +5,8 @@ reads them all, each item drains its events, gets its next action decided
 and executed (`item_step`), and one statement ends them all, idling or
 continuing each item fenced on its own lease token (`step_repository`).
 A worker that lost a lease (it stalled past expiry and another replica took
-over) commits nothing of that step.
+over) commits nothing of that step. How a failed step is recorded is
+`failures.FailureRecorder`'s.
 
 Batches are only as large as the backlog warrants (the manager decides) and
 a step stops taking more of its batch once it has run for
@@ -18,17 +19,15 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.db.errors import is_database_unavailable, is_lock_conflict
 from workqueue.queue.audit.log import AuditEntry, AuditLog
-from workqueue.queue.errors import PermanentError, is_outage, retry_after_seconds
-from workqueue.queue.models import Phase, WorkItem
+from workqueue.queue.models import WorkItem
 from workqueue.queue.observer import EngineObserver
-from workqueue.queue.outbox import emit as outbox
 from workqueue.queue.processing import lease_repository, step_repository
 from workqueue.queue.processing.claims_run import (
     ClaimOutcome,
@@ -36,10 +35,10 @@ from workqueue.queue.processing.claims_run import (
     ClaimsRun,
     DatabaseUnavailableError,
     Ending,
-    OwedFailure,
     Step,
 )
 from workqueue.queue.processing.config import ProcessingConfig
+from workqueue.queue.processing.failures import FailureRecorder, owed_failures
 from workqueue.queue.processing.item_step import (
     LeaseLost,
     ShouldStop,
@@ -50,11 +49,6 @@ from workqueue.queue.processing.item_step import (
 from workqueue.queue.registry import TypeRegistry
 
 logger = logging.getLogger(__name__)
-
-MAX_ERROR_LENGTH = 4000
-# `max_attempts` for an outage's failures: attempts still count (the backoff
-# grows with them), but never up to a number that fails the item.
-_NEVER_FINAL = 2**31 - 1
 
 ItemCommitted = Callable[[uuid.UUID, str | None], None]
 """Told (item id, project path) after a commit that changed the item; must not raise."""
@@ -103,6 +97,14 @@ class ItemLoop:
         self._audit = audit
         self._observer = observer or EngineObserver()
         self._on_committed = on_committed
+        self._failures = FailureRecorder(
+            registry=registry,
+            config=config,
+            audit=audit,
+            observer=self._observer,
+            report=self._report,
+            committed=self._committed,
+        )
 
     def run(
         self,
@@ -172,12 +174,12 @@ class ItemLoop:
         try:
             return self._step_batch(batch)
         except DatabaseUnavailableError as error:
-            raise DatabaseUnavailableError(_owed_failures(batch)) from error.__cause__
+            raise DatabaseUnavailableError(owed_failures(batch.units)) from error.__cause__
         except Exception as error:
             # Also a connection lost under a driver-level statement, which can
             # surface only when leaving the session (its rollback fails too).
             if is_database_unavailable(error) or is_lock_conflict(error):
-                raise DatabaseUnavailableError(_owed_failures(batch)) from error
+                raise DatabaseUnavailableError(owed_failures(batch.units)) from error
             raise
 
     def _step_batch(self, batch: _Batch) -> dict[uuid.UUID, Step]:
@@ -201,7 +203,7 @@ class ItemLoop:
                 return {
                     item_id: Step(Ending.LOST, StepState(), batch.started)
                     for item_id in lost.item_ids
-                } | self._fail_again(session, batch, exclude=lost.item_ids)
+                } | self._failures.fail_again(session, batch.units, exclude=lost.item_ids)
             except Exception as error:
                 if is_database_unavailable(error):
                     session.invalidate()  # no rollback on a dead connection
@@ -213,9 +215,13 @@ class ItemLoop:
                     # Not one item's error (those stay with their item): run
                     # each claim on its own, where an error is its item's.
                     logger.warning("batched step failed (%s); stepping items one by one", error)
-                    raise _SplitBatchError(self._fail_again(session, batch)) from error
+                    raise _SplitBatchError(
+                        self._failures.fail_again(session, batch.units)
+                    ) from error
                 state = batch.units[0].state if batch.units else StepState(claims[0].item_type)
-                return {claims[0].item_id: self._fail_alone(session, claims[0], state, error)}
+                return {
+                    claims[0].item_id: self._failures.fail_alone(session, claims[0], state, error)
+                }
         self._audit.write_all(entries, stored=stored)
         for unit in succeeded:
             self._report(unit.claim.item_type, unit.state, "succeeded")
@@ -223,7 +229,9 @@ class ItemLoop:
             if unit.state.action is not None or unit.state.events:
                 self._committed(unit.claim, unit.state)
         for unit, failure_entries in batch.failures:
-            batch.steps[unit.item_id] = self._after_failure(unit, failure_entries, batch.started)
+            batch.steps[unit.item_id] = self._failures.after_failure(
+                unit, failure_entries, batch.started
+            )
         return batch.steps
 
     def _record_owed(self, run: ClaimsRun) -> None:
@@ -234,7 +242,7 @@ class ItemLoop:
             with self._sessions() as session:
                 for failure in list(run.owed.values()):
                     claim = failure.claim
-                    steps[claim.item_id] = self._fail_alone(
+                    steps[claim.item_id] = self._failures.fail_alone(
                         session, claim, failure.state, failure.error
                     )
                     del run.owed[claim.item_id]
@@ -279,7 +287,7 @@ class ItemLoop:
         if unit.entangled:
             raise _SplitBatchError({})  # its writes cannot be undone alone
         # At once: its savepoint must not enclose the next item's.
-        batch.failures.append((unit, self._fail_in_batch(session, unit)))
+        batch.failures.append((unit, self._failures.fail_in_batch(session, unit)))
 
     def _finish(
         self, session: Session, units: Sequence[StepUnit], *, lone: bool
@@ -346,193 +354,6 @@ class ItemLoop:
         logger.warning("lease on %s was lost; discarding this step", claim.item_id)
         self._observer.lease_lost(claim.item_type)
 
-    # -- failures --------------------------------------------------------------
-
-    def _fail_alone(
-        self, session: Session, claim: lease_repository.Claim, state: StepState, error: Exception
-    ) -> Step:
-        """A lone item's step failed and was rolled back: record the failure on its own."""
-        started = time.monotonic()
-        try:
-            entries = self._record_failure(session, claim, state, error)
-            if entries is None:
-                session.rollback()
-                self._observer.lease_lost(claim.item_type)
-                return Step(Ending.LOST, state, started)
-            session.commit()
-        except Exception as failure:
-            if is_database_unavailable(failure):
-                raise DatabaseUnavailableError from failure
-            raise
-        return self._after_failure_of(claim, state, entries, started)
-
-    def _fail_again(
-        self, session: Session, batch: _Batch, exclude: Collection[uuid.UUID] = ()
-    ) -> dict[uuid.UUID, Step]:
-        """Record anew, each on its own, the failures a discarded batch had recorded: their
-        actions did fail, and running them again at once would ignore a `Retry-After`."""
-        steps = {}
-        for unit in batch.units:
-            error = unit.error
-            # Those with nothing recorded (lease lost, failure hook raised) run again.
-            if error is None or unit.item_id in exclude or isinstance(error, _NOT_RECORDED):
-                continue
-            try:
-                steps[unit.item_id] = self._fail_alone(session, unit.claim, unit.state, error)
-            except DatabaseUnavailableError:
-                raise
-            except Exception:
-                session.rollback()
-                logger.exception("could not record the failure of %s", unit.item_id)
-        return steps
-
-    def _fail_in_batch(self, session: Session, unit: StepUnit) -> list[AuditEntry]:
-        """Record one item's failure inside the batch (its own part already undone).
-
-        Returns the audit entries to write after the commit; an empty list
-        means nothing could be recorded (lease lost, or the type's failure
-        hook raised): the item then ends LOST or RELEASED.
-        """
-        assert unit.error is not None  # noqa: S101 - caller checked
-        unit.discard(session)
-        savepoint = session.begin_nested()
-        try:
-            entries = self._record_failure(session, unit.claim, unit.state, unit.error)
-        except Exception as failure:
-            savepoint.rollback()
-            if is_database_unavailable(failure):
-                raise
-            logger.exception("could not record the failure of %s", unit.item_id)
-            unit.state.failed_by_executor = False
-            unit.error = _UnrecordedError(str(failure))
-            return []
-        if entries is None:
-            savepoint.rollback()
-            unit.error = _LostError()
-            return []
-        savepoint.commit()
-        return entries
-
-    def _after_failure(self, unit: StepUnit, entries: list[AuditEntry], started: float) -> Step:
-        if isinstance(unit.error, _LostError):
-            self._observer.lease_lost(unit.claim.item_type)
-            return Step(Ending.LOST, unit.state, started)
-        if isinstance(unit.error, _UnrecordedError):
-            return Step(Ending.RELEASED, unit.state, started)
-        return self._after_failure_of(unit.claim, unit.state, entries, started)
-
-    def _after_failure_of(
-        self,
-        claim: lease_repository.Claim,
-        state: StepState,
-        entries: list[AuditEntry],
-        started: float,
-    ) -> Step:
-        if state.action_started is not None:
-            state.action_seconds = time.monotonic() - state.action_started
-        state.events.clear()  # rolled back with the step
-        outcome = entries[0].after["outcome"] if entries and entries[0].after else "failed"
-        self._report(claim.item_type, state, str(outcome))
-        self._audit.write_all(entries)
-        self._committed(claim, state)
-        return Step(Ending.FAILED, state, started)
-
-    def _record_failure(
-        self,
-        session: Session,
-        claim: lease_repository.Claim,
-        state: StepState,
-        error: Exception,
-    ) -> list[AuditEntry] | None:
-        """Count a failed step: back off, or fail the item. None when the lease is gone."""
-        permanent = isinstance(error, PermanentError)
-        message = _describe(error)
-        if not permanent:
-            logger.warning(
-                "action %s on %s failed: %s",
-                state.action.name if state.action else "(events)",
-                claim.item_id,
-                message,
-                exc_info=logger.isEnabledFor(logging.DEBUG),
-            )
-        # Whether this failure ends the item is read first, so the type's
-        # failure hook runs before the item's row is written, in the same
-        # transaction and in a step's lock order (its own rows, then the item's).
-        # An outage (GitLab rate-limiting or unreachable) backs off as usual
-        # but never ends the item: it is not the action failing.
-        max_attempts = _NEVER_FINAL if is_outage(error) else self._config.max_attempts
-        final = lease_repository.failure_is_final(
-            session, claim, permanent=permanent, max_attempts=max_attempts
-        )
-        if final is None:
-            return None
-        if final:
-            self._failure_hook(session, claim, message)
-        outcome = lease_repository.record_failure(
-            session,
-            claim,
-            error=message,
-            permanent=final,
-            max_attempts=max_attempts,
-            backoff_initial_seconds=self._config.backoff_initial_seconds,
-            backoff_max_seconds=self._config.backoff_max_seconds,
-            not_before_seconds=retry_after_seconds(error),
-        )
-        if outcome is None:
-            return None
-        if outcome.phase == Phase.FAILED:
-            outbox.emit_phase_reached(
-                session,
-                Phase.FAILED,
-                work_item_id=claim.item_id,
-                item_type=claim.item_type,
-                project=outcome.project_path,
-                error=message,
-            )
-        if outcome.retry_in_seconds is not None:
-            state.wake_within(outcome.retry_in_seconds)
-        entries = [
-            AuditEntry(
-                event_type="action_outcome",
-                work_item_id=claim.item_id,
-                item_type=state.item_type or claim.item_type,
-                after={"outcome": "permanent_failure" if permanent else "failed"},
-                reason=message,
-                details={
-                    "action": state.action.name if state.action else None,
-                    "attempts": outcome.attempts,
-                    "retry_in_seconds": outcome.retry_in_seconds,
-                },
-            )
-        ]
-        if outcome.phase == Phase.FAILED:
-            entries.append(
-                AuditEntry(
-                    event_type="phase_change",
-                    work_item_id=claim.item_id,
-                    item_type=state.item_type or claim.item_type,
-                    before={"phase": Phase.ACTIVE.value},
-                    after={"phase": Phase.FAILED.value},
-                    reason=message,
-                )
-            )
-        return entries
-
-    def _failure_hook(self, session: Session, claim: lease_repository.Claim, message: str) -> None:
-        """The type's cleanup for an item the engine fails (e.g. a slot it holds).
-
-        If it raises, nothing is recorded (the transaction is not committed):
-        the lease runs out and the failing step is tried again.
-        """
-        registration = self._registry.get(claim.item_type)
-        if registration.failure_hook is None:
-            return
-        item = session.get(registration.model, claim.item_id, populate_existing=True)
-        if item is None:
-            return
-        registration.failure_hook(session, item, message)
-        session.flush()
-
     def _release(self, claim: lease_repository.Claim) -> ClaimOutcome:
         try:
             with self._sessions() as session:
@@ -553,33 +374,3 @@ class _SplitBatchError(Exception):
     def __init__(self, failed: dict[uuid.UUID, Step]) -> None:
         super().__init__(f"{len(failed)} failures recorded")
         self.failed = failed
-
-
-class _LostError(Exception):
-    """Marks a batch item whose failure found its lease gone."""
-
-
-class _UnrecordedError(Exception):
-    """Marks a batch item whose failure could not be recorded (its failure hook raised)."""
-
-
-_NOT_RECORDED = (_LostError, _UnrecordedError)
-
-
-def _describe(error: Exception) -> str:
-    text = str(error) or type(error).__name__
-    if not isinstance(error, PermanentError):
-        text = f"{type(error).__name__}: {text}"
-    return text[:MAX_ERROR_LENGTH]
-
-
-def _owed_failures(batch: _Batch) -> list[OwedFailure]:
-    """The action failures of a step that is being discarded, to record again."""
-    return [
-        OwedFailure(unit.claim, unit.state, unit.error)
-        for unit in batch.units
-        if unit.error is not None
-        and not isinstance(unit.error, _NOT_RECORDED)
-        and not is_database_unavailable(unit.error)
-        and not is_lock_conflict(unit.error)
-    ]
