@@ -42,13 +42,14 @@ from workqueue.db.migrate import upgrade_to_head
 from workqueue.db.transactions import run_in_transaction
 from workqueue.db.url import normalize_database_url
 from workqueue.gitlab.client import GitLabClient
+from workqueue.queue import Submitter
 from workqueue.queue.processing.config import ProcessingConfig
 from workqueue.queue.processing.manager import ProcessingManager
 from workqueue.testing.gitlab_simulator import GitLabSimulator, JobSpec
 from workqueue.types.catalog import build_registry
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.schemas import MRWorkItemCreate
-from workqueue.types.mr.submit import Submitter, submit_mr
+from workqueue.types.mr.submit import submit_mr
 from workqueue.types.plugin import InstallContext
 
 PROJECT = "bench/drift"

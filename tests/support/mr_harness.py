@@ -6,12 +6,13 @@ from typing import Any
 
 from workqueue.db.transactions import run_in_transaction
 from workqueue.gitlab.client import GitLabClient
+from workqueue.queue import Submitter
 from workqueue.queue.registry import TypeRegistry
 from workqueue.testing.gitlab_simulator import GitLabSimulator
 from workqueue.types.catalog import build_registry
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.schemas import MRWorkItemCreate
-from workqueue.types.mr.submit import SubmitResult, Submitter, submit_mr
+from workqueue.types.mr.submit import SubmitResult, submit_mr
 from workqueue.types.plugin import InstallContext
 
 PROJECT = "group/sub/project"

@@ -1,7 +1,7 @@
 """Submitting an item, once: the `Idempotency-Key` header and the commit both submission
 routes (`POST /api/work-items/mr` and `/trunk`) share.
 
-A submission route runs, in order:
+A type's submission route calls `submit_item`, which runs, in order:
 
 1. `start_submission`: `submit` on the type (403), the caller's rate (429);
 2. `replay`: when this caller sent the key before, within 24 hours, the
@@ -9,9 +9,11 @@ A submission route runs, in order:
    nothing else: no GitLab call, no item, no audit entry, no notification.
    The same key with another request is a 422 on `["header",
    "Idempotency-Key"]`;
-3. its own checks (content rules, the project, GitLab reads);
-4. `commit_submission`: in one transaction the type's work, its audit entry
-   and the key's answer, then the wake-up and the audit log.
+3. the project (`authorize_submission`, after the type's pure `validate`),
+   then the type's own checks that need it (`prepare`: GitLab reads);
+4. `commit_submission`: in one transaction the type's work, the answer with
+   its `item_submitted` audit entry and the key's answer, then the wake-up
+   and the audit log. A holding limit refused in the work is a 429.
 
 Keys are per caller (issuer and identity): another caller's key of the same
 text is another key, and its answer is never shown. A replay still passes
@@ -27,10 +29,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Header, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -39,11 +41,13 @@ from sqlalchemy.orm import Session
 
 from workqueue.api.caller_state import Caller
 from workqueue.api.deps import Runtime, require_on_project
-from workqueue.api.quotas import admit_submission
+from workqueue.api.quotas import admit_submission, authorize_submission, holding_limit_refusal
 from workqueue.api.schemas import SubmitResponse, item_body
 from workqueue.db.transactions import run_in_transaction
 from workqueue.queue import read_repository
 from workqueue.queue.audit.log import AuditEntry
+from workqueue.queue.holding_limits import HoldingLimitError
+from workqueue.queue.models import WorkItem
 from workqueue.queue.submission_keys import repository as keys
 
 IDEMPOTENCY_KEY = "Idempotency-Key"
@@ -101,6 +105,61 @@ class Submitted:
 
     answer: SubmitResponse
     entry: AuditEntry
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What a type's work stored: the item, the outcome (`created`, `unchanged`, ...),
+    and what its `item_submitted` audit entry tells besides the outcome."""
+
+    item: WorkItem
+    outcome: str
+    audit_details: Mapping[str, Any] = field(default_factory=dict)
+
+
+def submit_item(
+    runtime: Runtime,
+    caller: Caller,
+    response: Response,
+    *,
+    item_type: str,
+    body: BaseModel,
+    project: str,
+    idempotency_key: str | None,
+    prepare: Callable[[str], Callable[[Session], Stored]],
+    validate: Callable[[], None] | None = None,
+) -> SubmitResponse:
+    """A submission route's whole flow (steps 1 to 4 above). `validate`: the type's pure
+    rules, run before the project costs a GitLab call; `prepare(project_path)`: the
+    type's checks that need the project, returning the work to run in the transaction."""
+    submission = start_submission(
+        runtime, caller, item_type, body, idempotency_key, project_shown=project
+    )
+    if (replayed := replay(runtime, submission, response)) is not None:
+        return replayed
+    project_path = authorize_submission(runtime, caller, item_type, project, validate=validate)
+    store = prepare(project_path)
+
+    def work(session: Session) -> Submitted:
+        stored = store(session)
+        dimensions = read_repository.dimensions_of(session, [stored.item.id])[stored.item.id]
+        answer = SubmitResponse(
+            **item_body(stored.item, dimensions).model_dump(), outcome=stored.outcome
+        )
+        entry = AuditEntry(
+            event_type="item_submitted",
+            work_item_id=answer.id,
+            item_type=item_type,
+            actor=caller.identity,
+            after={"phase": answer.phase},
+            details={"outcome": answer.outcome, **stored.audit_details},
+        )
+        return Submitted(answer, entry)
+
+    try:
+        return commit_submission(runtime, submission, response, work)
+    except HoldingLimitError as limit:
+        raise holding_limit_refusal(limit) from None
 
 
 def start_submission(

@@ -69,6 +69,20 @@ def identity_owner(issuer: str, identity: str) -> Owner:
     return Owner(issuer=issuer, limit_key=f"identity:{identity}", shown_as=identity)
 
 
+@dataclass(frozen=True)
+class Submitter:
+    """Who submits an item: ownership compares both parts (subjects are unique per issuer
+    only); `owner` is what `authorization.limits` counts it as (None: its own identity)."""
+
+    issuer: str
+    identity: str
+    owner: Owner | None = None
+
+    @property
+    def counted_as(self) -> Owner:
+        return self.owner or identity_owner(self.issuer, self.identity)
+
+
 def owner_of_key(issuer: str, limit_key: str) -> Owner:
     """The owner of a stored limit key, named as `auth.limit_keys` names it
     (`identity:<identity>` or `claim:<claim>=<value>`)."""

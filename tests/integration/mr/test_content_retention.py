@@ -16,12 +16,12 @@ from mr_harness import body, mr_registry, submit
 
 from workqueue.api.schemas import listed_item_body
 from workqueue.db.transactions import run_in_transaction
-from workqueue.queue import ownership_repository
+from workqueue.queue import Submitter, ownership_repository
 from workqueue.queue.models import WorkItem
 from workqueue.queue.processing.manager import ProcessingManager
 from workqueue.queue.retention.contents import drop_finished_contents
 from workqueue.types.mr.config import MRTypeConfig
-from workqueue.types.mr.submit import SubmitOutcome, Submitter, submit_mr
+from workqueue.types.mr.submit import SubmitOutcome, submit_mr
 from workqueue.types.mr.validation.stored_bytes import bytes_kept
 
 WEEK = timedelta(days=7)

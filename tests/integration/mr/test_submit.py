@@ -9,6 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from workqueue.db.transactions import run_in_transaction
+from workqueue.queue import Submitter
 from workqueue.queue.holding_limits import HoldingLimitError, HoldingLimits
 from workqueue.queue.models import Phase
 from workqueue.types.mr.config import MRTypeConfig
@@ -17,7 +18,6 @@ from workqueue.types.mr.submit import (
     OwnershipConflictError,
     SubmissionRejectedError,
     SubmitOutcome,
-    Submitter,
     submit_mr,
 )
 

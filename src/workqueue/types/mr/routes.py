@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Response
@@ -16,31 +17,23 @@ from workqueue.api.deps import (
     require,
 )
 from workqueue.api.quotas import (
-    authorize_submission,
-    holding_limit_refusal,
     holding_limits_of,
     owner_of,
 )
 from workqueue.api.routes.work_items import page_body
-from workqueue.api.schemas import SubmitResponse, WorkItemPage, error_responses, item_body
-from workqueue.api.submissions import (
-    IdempotencyKeyHeader,
-    Submitted,
-    commit_submission,
-    replay,
-    start_submission,
+from workqueue.api.schemas import SubmitResponse, WorkItemPage, error_responses
+from workqueue.api.submissions import IdempotencyKeyHeader, Stored, submit_item
+from workqueue.queue import (
+    MAX_PAGE_SIZE,
+    Phase,
+    Submitter,
+    read_repository,
 )
-from workqueue.queue import MAX_PAGE_SIZE, AuditEntry, HoldingLimitError, Phase, read_repository
 from workqueue.types.mr import repository as mr_repository
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.models import MR_ITEM_TYPE
 from workqueue.types.mr.schemas import MRWorkItemCreate
-from workqueue.types.mr.submit import (
-    OwnershipConflictError,
-    SubmissionRejectedError,
-    Submitter,
-    submit_mr,
-)
+from workqueue.types.mr.submit import OwnershipConflictError, SubmissionRejectedError, submit_mr
 from workqueue.types.mr.validation.policy import check_submission
 
 router = APIRouter(prefix="/api/work-items/mr", tags=["mr"])
@@ -89,11 +82,6 @@ def submit(
     With an `Idempotency-Key`, a resend of the same body by the same caller
     within 24 h answers as the first time and does nothing else."""
     config = _mr_config(runtime)
-    submission = start_submission(
-        runtime, caller, MR_ITEM_TYPE, body, idempotency_key, project_shown=body.project
-    )
-    if (replayed := replay(runtime, submission, response)) is not None:
-        return replayed
 
     def validate() -> None:
         # Pure content rules: an invalid body costs no GitLab call at all.
@@ -101,50 +89,51 @@ def submit(
         if violations:
             raise RequestValidationError([v.as_error() for v in violations])
 
-    project_path = authorize_submission(
-        runtime, caller, MR_ITEM_TYPE, body.project, validate=validate
-    )
-    # Rules that need the project's own settings (its CI configuration file), read once
-    # the caller is allowed on it; a GitLab failure answers 502 like the resolution.
-    project_check = runtime.registry.get(MR_ITEM_TYPE).project_submission_check
-    if project_check is not None and (errors := project_check(body.project, body)):
-        raise RequestValidationError(errors)
-    submitter = Submitter(
-        issuer=caller.issuer_key, identity=caller.identity, owner=owner_of(runtime, caller)
-    )
-    limits = holding_limits_of(runtime)
+    def prepare(project_path: str) -> Callable[[Session], Stored]:
+        # Rules that need the project's own settings (its CI configuration file), read
+        # once the caller is allowed on it; a GitLab failure answers 502 like the
+        # resolution.
+        project_check = runtime.registry.get(MR_ITEM_TYPE).project_submission_check
+        if project_check is not None and (errors := project_check(body.project, body)):
+            raise RequestValidationError(errors)
+        submitter = Submitter(
+            issuer=caller.issuer_key, identity=caller.identity, owner=owner_of(runtime, caller)
+        )
+        limits = holding_limits_of(runtime)
 
-    def work(session: Session) -> Submitted:
-        result = submit_mr(
-            session,
-            body,
-            submitter=submitter,
-            config=config,
-            project_path=project_path,
-            limits=limits,
-        )
-        dimensions = read_repository.dimensions_of(session, [result.item.id])[result.item.id]
-        answer = SubmitResponse(
-            **item_body(result.item, dimensions).model_dump(), outcome=result.outcome
-        )
-        entry = AuditEntry(
-            event_type="item_submitted",
-            work_item_id=answer.id,
-            item_type=MR_ITEM_TYPE,
-            actor=caller.identity,
-            after={"phase": answer.phase},
-            details={"outcome": answer.outcome, "content_hash": answer.details["content_hash"]},
-        )
-        return Submitted(answer, entry)
+        def store(session: Session) -> Stored:
+            result = submit_mr(
+                session,
+                body,
+                submitter=submitter,
+                config=config,
+                project_path=project_path,
+                limits=limits,
+            )
+            return Stored(
+                result.item,
+                result.outcome,
+                audit_details={"content_hash": result.item.content_hash},
+            )
+
+        return store
 
     try:
-        return commit_submission(runtime, submission, response, work)
+        return submit_item(
+            runtime,
+            caller,
+            response,
+            item_type=MR_ITEM_TYPE,
+            body=body,
+            project=body.project,
+            idempotency_key=idempotency_key,
+            prepare=prepare,
+            validate=validate,
+        )
     except SubmissionRejectedError as rejection:
         raise RequestValidationError([v.as_error() for v in rejection.violations]) from None
     except OwnershipConflictError as conflict:
         raise HTTPException(status_code=409, detail=str(conflict)) from None
-    except HoldingLimitError as limit:
-        raise holding_limit_refusal(limit) from None
 
 
 @router.get(

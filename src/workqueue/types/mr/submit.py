@@ -19,12 +19,11 @@ from workqueue.queue import (
     DimensionStatus,
     DimensionUpdate,
     HoldingLimits,
-    Owner,
     Phase,
+    Submitter,
     check_content_growth,
     check_new_live_item,
     enqueue,
-    identity_owner,
 )
 from workqueue.types.mr import repository
 from workqueue.types.mr.config import MRTypeConfig
@@ -52,20 +51,6 @@ class SubmitResult:
     @property
     def created(self) -> bool:
         return self.outcome is SubmitOutcome.CREATED
-
-
-@dataclass(frozen=True)
-class Submitter:
-    """Who submits: ownership compares both parts (subjects are unique per issuer only)."""
-
-    issuer: str
-    identity: str
-    # What `authorization.limits` counts it as; None: its own identity.
-    owner: Owner | None = None
-
-    @property
-    def counted_as(self) -> Owner:
-        return self.owner or identity_owner(self.issuer, self.identity)
 
 
 class OwnershipConflictError(Exception):

@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from workqueue.gitlab.webhook_bodies import ZERO_SHA, push_hook
-from workqueue.queue import Creator, Phase, enqueue, store_for_later
+from workqueue.queue import Creator, Phase, Submitter, enqueue, store_for_later
 from workqueue.types.trunk import repository
 from workqueue.types.trunk.branch_heads import NoHead, PushHeadReads
 from workqueue.types.trunk.config import TrunkQueueConfig, TrunkTypeConfig
@@ -41,12 +41,6 @@ READ_HEAD_EVENT = "trunk.read_head"
 # Who created items ingested from GitLab's Push Hooks: no caller, the service itself.
 WEBHOOK_ISSUER = "workqueue"
 WEBHOOK_IDENTITY = "system:gitlab-push-hook"
-
-
-@dataclass(frozen=True, slots=True)
-class Submitter:
-    issuer: str
-    identity: str
 
 
 WEBHOOK_SUBMITTER = Submitter(WEBHOOK_ISSUER, WEBHOOK_IDENTITY)

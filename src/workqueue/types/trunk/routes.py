@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Response
@@ -18,32 +18,22 @@ from workqueue.api.deps import (
     require,
 )
 from workqueue.api.quotas import (
-    authorize_submission,
-    holding_limit_refusal,
     holding_limits_of,
     owner_of,
 )
-from workqueue.api.schemas import SubmitResponse, error_responses, item_body
-from workqueue.api.submissions import (
-    IdempotencyKeyHeader,
-    Submitted,
-    commit_submission,
-    replay,
-    start_submission,
-)
+from workqueue.api.schemas import SubmitResponse, error_responses
+from workqueue.api.submissions import IdempotencyKeyHeader, Stored, submit_item
 from workqueue.db.transactions import run_in_transaction
 from workqueue.project_patterns import path_matches
 from workqueue.queue import (
-    AuditEntry,
-    HoldingLimitError,
+    Submitter,
     VisibilityGrant,
     check_new_live_item,
-    read_repository,
 )
 from workqueue.types.trunk import repository as trunk_repository
 from workqueue.types.trunk.config import TrunkQueueConfig, TrunkTypeConfig
 from workqueue.types.trunk.install import InstalledTrunk
-from workqueue.types.trunk.landed_heads import Submitter, ingest_head
+from workqueue.types.trunk.landed_heads import ingest_head
 from workqueue.types.trunk.models import TRUNK_ITEM_TYPE
 
 router = APIRouter(tags=["trunk"])
@@ -141,58 +131,59 @@ def ingest(
     `Idempotency-Key`, a resend within 24 h answers as the first time (the head
     need not be current any more) and does nothing else."""
     config = _trunk_config(runtime)
-    submission = start_submission(
-        runtime, caller, TRUNK_ITEM_TYPE, body, idempotency_key, project_shown=body.project
-    )
-    if (replayed := replay(runtime, submission, response)) is not None:
-        return replayed
-    project_path = authorize_submission(runtime, caller, TRUNK_ITEM_TYPE, body.project)
-    queue = config.queue(project_path, body.branch) or config.queue(body.project, body.branch)
-    if queue is None:
-        raise RequestValidationError(
-            [
-                {
-                    "loc": ("body", "branch"),
-                    "msg": f"no trunk queue is configured for {body.project} branch {body.branch}",
-                    "type": "value_error",
-                    "input": body.branch,
-                }
-            ]
-        )
-    _require_branch_head(_installed(runtime), queue, body.sha)
-    submitter = Submitter(issuer=caller.issuer_key, identity=caller.identity)
-    owner, limits = owner_of(runtime, caller), holding_limits_of(runtime)
 
-    def work(session: Session) -> Submitted:
-        outcome = ingest_head(session, queue, body.sha, submitter=submitter)
-        if outcome.created:
-            # Checked once the queue knows the head is new (a known head answers
-            # 200 at any count); a refusal rolls the new item back.
-            outcome.item.limit_key = owner.limit_key
-            session.flush()
-            check_new_live_item(
-                session, owner, queue.project, limits, content_bytes=0, other_than=outcome.item.id
+    def prepare(project_path: str) -> Callable[[Session], Stored]:
+        queue = config.queue(project_path, body.branch) or config.queue(body.project, body.branch)
+        if queue is None:
+            raise RequestValidationError(
+                [
+                    {
+                        "loc": ("body", "branch"),
+                        "msg": f"no trunk queue is configured for {body.project} "
+                        f"branch {body.branch}",
+                        "type": "value_error",
+                        "input": body.branch,
+                    }
+                ]
             )
-        session.refresh(outcome.item)
-        dimensions = read_repository.dimensions_of(session, [outcome.item.id])[outcome.item.id]
-        answer = SubmitResponse(
-            **item_body(outcome.item, dimensions).model_dump(),
-            outcome="created" if outcome.created else "unchanged",
-        )
-        entry = AuditEntry(
-            event_type="item_submitted",
-            work_item_id=answer.id,
-            item_type=TRUNK_ITEM_TYPE,
-            actor=caller.identity,
-            after={"phase": answer.phase},
-            details={"outcome": answer.outcome, "queue": queue.name, "sha": body.sha},
-        )
-        return Submitted(answer, entry)
+        _require_branch_head(_installed(runtime), queue, body.sha)
+        submitter = Submitter(issuer=caller.issuer_key, identity=caller.identity)
+        owner, limits = owner_of(runtime, caller), holding_limits_of(runtime)
 
-    try:
-        return commit_submission(runtime, submission, response, work)
-    except HoldingLimitError as limit:
-        raise holding_limit_refusal(limit) from None
+        def store(session: Session) -> Stored:
+            outcome = ingest_head(session, queue, body.sha, submitter=submitter)
+            if outcome.created:
+                # Checked once the queue knows the head is new (a known head answers
+                # 200 at any count); a refusal rolls the new item back.
+                outcome.item.limit_key = owner.limit_key
+                session.flush()
+                check_new_live_item(
+                    session,
+                    owner,
+                    queue.project,
+                    limits,
+                    content_bytes=0,
+                    other_than=outcome.item.id,
+                )
+            session.refresh(outcome.item)
+            return Stored(
+                outcome.item,
+                "created" if outcome.created else "unchanged",
+                audit_details={"queue": queue.name, "sha": body.sha},
+            )
+
+        return store
+
+    return submit_item(
+        runtime,
+        caller,
+        response,
+        item_type=TRUNK_ITEM_TYPE,
+        body=body,
+        project=body.project,
+        idempotency_key=idempotency_key,
+        prepare=prepare,
+    )
 
 
 @router.get(
