@@ -30,7 +30,7 @@ from workqueue.queue import (
     ItemTypeRegistration,
 )
 from workqueue.types.trunk import repository
-from workqueue.types.trunk.build import REQUEST_VARIABLE
+from workqueue.types.trunk.executors.build import REQUEST_VARIABLE
 from workqueue.types.trunk.models import TrunkDimension, TrunkState, TrunkWorkItem
 
 

@@ -13,7 +13,7 @@ from workqueue.types.trunk.branch_heads import PushHeadReads, read_head
 from workqueue.types.trunk.config import TrunkQueueConfig, TrunkTypeConfig
 from workqueue.types.trunk.decider import PROCESS, RECORD, decide_trunk
 from workqueue.types.trunk.events import register_trunk_events
-from workqueue.types.trunk.executors import TrunkExecutors
+from workqueue.types.trunk.executors.process_and_record import TrunkExecutors
 from workqueue.types.trunk.landed_heads import READ_HEAD_EVENT, kept_hint_creator, push_creator
 from workqueue.types.trunk.lifecycle_hooks import TrunkHooks
 from workqueue.types.trunk.models import TRUNK_ITEM_TYPE, TrunkWorkItem

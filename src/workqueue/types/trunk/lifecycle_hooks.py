@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 from workqueue.queue import DimensionStatus, DimensionUpdate, enqueue
 from workqueue.types.trunk import repository
 from workqueue.types.trunk.config import TrunkTypeConfig
-from workqueue.types.trunk.executors import end_head
+from workqueue.types.trunk.executors.process_and_record import end_head
 from workqueue.types.trunk.models import TrunkDimension, TrunkState, TrunkWorkItem
 
 

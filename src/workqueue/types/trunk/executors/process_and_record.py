@@ -39,8 +39,6 @@ from workqueue.gitlab.client import GitLabClient, is_unknown_ancestry
 from workqueue.gitlab.errors import PermanentGitLabError, RetryableGitLabError
 from workqueue.queue import DimensionStatus, ExecutionContext, Phase
 from workqueue.types.trunk import repository
-from workqueue.types.trunk.announce import announce_finished, announce_started
-from workqueue.types.trunk.build import ensure_pipeline
 from workqueue.types.trunk.config import TrunkQueueConfig, TrunkTypeConfig
 from workqueue.types.trunk.decider import (
     Ancestry,
@@ -52,6 +50,8 @@ from workqueue.types.trunk.decider import (
     outcome_of,
     plan_process,
 )
+from workqueue.types.trunk.executors.announce import announce_finished, announce_started
+from workqueue.types.trunk.executors.build import ensure_pipeline
 from workqueue.types.trunk.models import (
     CompletionReason,
     TrunkDimension,
