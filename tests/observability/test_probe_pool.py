@@ -9,9 +9,10 @@ import sqlalchemy as sa
 from live_app import live_client
 from mr_harness import TOKEN
 
-from workqueue.api.app import EXTRA_CONNECTIONS, create_app
+from workqueue.api.app import create_app
 from workqueue.config import ServiceConfig
 from workqueue.gitlab.client import GitLabClient
+from workqueue.runtime import EXTRA_CONNECTIONS
 from workqueue.settings import Settings
 from workqueue.types.plugin import InstallContext
 

@@ -1,17 +1,16 @@
-"""Application factory: everything is built from the settings, nothing at import time."""
+"""Application factory: HTTP around the runtime; everything is built from the settings,
+nothing at import time."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import cast
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.engine import URL
-from sqlalchemy.orm import Session, sessionmaker
 from starlette.applications import Starlette
 from starlette.middleware.errors import ServerErrorMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -43,37 +42,24 @@ from workqueue.api.routes.docs_pages import mount_api_docs
 from workqueue.api.webhooks import route as webhooks
 from workqueue.api.webhooks.batcher import MAX_IN_FLIGHT, STORE_TIMEOUT_SECONDS, IntakeBatcher
 from workqueue.api.webhooks.secrets import WebhookSecrets
-from workqueue.attention.reconciler import AttentionReconciler
 from workqueue.config import ServiceConfig
 from workqueue.db.engine import (
-    build_engine,
     build_intake_engine,
-    build_probe_engine,
     build_sessions,
 )
-from workqueue.db.url import libpq_conninfo, normalize_database_url
 from workqueue.gitlab.errors import GitLabError
-from workqueue.notifications.delivery import OutboxDeliveryWorker
-from workqueue.observability import Observability
 from workqueue.observability.http_metrics import HTTPMetrics
-from workqueue.observability.service_metrics import METRICS_CACHE_SECONDS, ServiceMetrics
-from workqueue.queue.audit.history import AuditHistory
-from workqueue.queue.audit.log import AuditLog, ObjectStore
-from workqueue.queue.outbox.emit import Outbox
-from workqueue.queue.processing.manager import ProcessingManager
+from workqueue.observability.service_metrics import METRICS_CACHE_SECONDS
 from workqueue.queue.registry import TypeRegistry
-from workqueue.receivers.projects import ProjectDirectory
-from workqueue.receivers.sqs import SqsEventConsumer, build_sqs_consumer, sqs_location
+from workqueue.runtime import ServiceRuntime
 from workqueue.settings import Settings
-from workqueue.types.catalog import build_registry, catalog
-from workqueue.types.plugin import InstallContext, install_context
+from workqueue.types.catalog import catalog
+from workqueue.types.plugin import InstallContext
 from workqueue.ui.browser_guard import DashboardHeaders
 from workqueue.ui.mount import mount_dashboard
 
 logger = logging.getLogger(__name__)
 
-# Headroom above the worker pool for requests, the dispatcher and the heartbeat.
-EXTRA_CONNECTIONS = 8
 # Routes under /api/ that authenticate on their own (see api/middleware/authentication.py).
 AUTHENTICATES_ITSELF = frozenset({("POST", webhooks.WEBHOOK_PATH), ("GET", "/api/work-items/me")})
 
@@ -84,7 +70,7 @@ def _answers_behind(loop_lag: LoopLag, batcher: IntakeBatcher) -> Callable[[], f
     return lambda: max(loop_lag(), batcher.behind())
 
 
-def create_app(  # noqa: PLR0915 - the one place everything is wired
+def create_app(
     settings: Settings,
     config: ServiceConfig,
     *,
@@ -96,104 +82,52 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
     body_timeout_seconds: float = DEFAULT_BODY_TIMEOUT_SECONDS,
     metrics_cache_seconds: float = METRICS_CACHE_SECONDS,
 ) -> FastAPI:
-    """Build the service. `database_url` overrides DATABASE_URL (the embedded cluster's);
+    """Build the service: its runtime (`workqueue.runtime`), and HTTP around it.
+
+    `database_url` overrides DATABASE_URL (the embedded cluster's);
     `type_context` and `gatekeeper` replace what the settings would build (tests);
     a request body must arrive within `body_timeout_seconds` (408); scrape-time
     gauges that query the database are cached for `metrics_cache_seconds`."""
-    if database_url is None:
-        if settings.database_url is None:
-            raise ValueError("no database: set DATABASE_URL or pass database_url")
-        database_url = normalize_database_url(settings.database_url)
-    url = database_url
-    engine = build_engine(url, pool_size=config.processing.workers + EXTRA_CONNECTIONS)
-    # /readyz and scrape-time gauges: a pool of their own, so a saturated work
-    # pool neither fails readiness nor gets scrapes added to its queue.
-    probe_engine = build_probe_engine(url)
+    runtime = ServiceRuntime(
+        settings,
+        config,
+        database_url=database_url,
+        process_items=process_items,
+        type_context=type_context,
+        metrics_cache_seconds=metrics_cache_seconds,
+    )
+    registry, service_metrics, probe_engine = (
+        runtime.registry,
+        runtime.metrics,
+        runtime.probe_engine,
+    )
     # Webhook deliveries are stored on connections of their own (IntakeBatcher).
     intake_engine = build_intake_engine(
-        url, connections=MAX_IN_FLIGHT, statement_timeout_seconds=STORE_TIMEOUT_SECONDS
+        runtime.url, connections=MAX_IN_FLIGHT, statement_timeout_seconds=STORE_TIMEOUT_SECONDS
     )
-    service_metrics = ServiceMetrics(probe_engine, cache_seconds=metrics_cache_seconds)
-    context = type_context or install_context(settings, on_gitlab_call=service_metrics.gitlab_call)
-    registry = build_registry(config.handled_types, context)
-    service_metrics.watch_types(registry)
     gate = gatekeeper or build_gatekeeper(settings, config)
-    if settings.events_queue_url:
-        sqs_location(settings.events_queue_url)  # a malformed URL stops startup, not the lifespan
     if max_body_bytes is None:
         # Default: what the largest allowed submission needs, at least 16 MiB.
         max_body_bytes = max(DEFAULT_MAX_BODY_BYTES, _largest_submission_body(registry))
-    # Audit entries also go to the database history, with its own sessions.
-    history = AuditHistory(build_sessions(engine), retention=config.audit.retention)
-    audit = build_audit_log(settings, history=history)
     webhook_secrets = WebhookSecrets.from_settings(settings, config.webhooks)
-    # GitLab's id <-> path answers for webhook and SQS bodies (one client per gitlab_url).
-    webhook_projects = ProjectDirectory.for_registry(registry, context)
-    observability = Observability.start(settings)  # Sentry, traces: closed by the lifespan
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        sessions = build_sessions(engine)
         # How late the event loop wakes: workers give way to answers (queue.give_way).
         loop_lag = LoopLag(in_flight=lambda: getattr(app, "requests_in_flight", 0))
-        # Before any processing: every session's emit() must reach the subscribers.
-        deliveries = _notification_worker(config, sessions, libpq_conninfo(url), audit)
-        # Keeps the attention queues; told by the engine about every committed change.
-        attention = AttentionReconciler(
-            sessions=sessions,
-            registry=registry,
-            rules=config.attention.queues,
-            audit=audit,
-            listen_conninfo=libpq_conninfo(url),
-        )
-        app.state.attention = attention
-        manager = ProcessingManager(
-            sessions=sessions,
-            registry=registry,
-            config=config.processing,
-            handled_types=registry.item_types if process_items else (),
-            audit=audit,
-            listen_conninfo=libpq_conninfo(url),
-            observer=observability.engine_observer(service_metrics),
-            on_item_committed=attention.item_changed,
-            request_lag=_answers_behind(
-                loop_lag, webhooks.intake_batcher(app, build_sessions(intake_engine))
-            ),
-            content_retention=config.retention.content_age,
-        )
-        app.state.runtime = Runtime(engine, sessions, registry, manager, audit, gate)
-        consumer = build_sqs_consumer(
-            settings,
-            sessions=sessions,
-            registry=registry,
-            on_stored=manager.intake.stored_here,  # its NOTIFY wakes the resolver
-            metrics=service_metrics,
-            projects=webhook_projects,
+        batcher = webhooks.intake_batcher(app, build_sessions(intake_engine))
+        runtime.start(request_lag=_answers_behind(loop_lag, batcher))
+        app.state.attention = runtime.attention
+        app.state.runtime = Runtime(
+            runtime.engine, runtime.sessions, registry, runtime.manager, runtime.audit, gate
         )
         loop_lag.start()
-        manager.start()
-        attention.start()
-        if consumer is not None:
-            consumer.start()
-        deliveries.start()  # does nothing without subscribers
         try:
             yield
         finally:
             await loop_lag.stop()
-            # Each part is stopped even when an earlier one fails: a stop
-            # that raised must not leave threads and connections behind.
-            stops: tuple[Callable[[], None], ...] = (
-                lambda: _stop_background(consumer, manager, deliveries),
-                lambda: attention.stop(timeout=30),
-                audit.close,
-                gate.close,
-                webhook_projects.close,
-                engine.dispose,
-                probe_engine.dispose,
-                intake_engine.dispose,
-                observability.close,
-            )
-            for stop in stops:
+            # Each part is stopped even when an earlier one fails.
+            for stop in (runtime.stop, gate.close, intake_engine.dispose):
                 try:
                     stop()
                 except Exception:
@@ -211,7 +145,7 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
     app.state.metrics = service_metrics
     app.state.probe_engine = probe_engine
     app.state.webhook_secrets = webhook_secrets
-    app.state.webhook_projects = webhook_projects
+    app.state.webhook_projects = runtime.projects
     setattr(app.state, FAILED_AUTHENTICATIONS_KEY, FailedAuthentications())
     path_limits = {webhooks.WEBHOOK_PATH: webhooks.MAX_BODY_BYTES}
     largest_body = max_body_bytes
@@ -232,7 +166,7 @@ def create_app(  # noqa: PLR0915 - the one place everything is wired
     app.add_middleware(AuthenticateFirst, exempt=AUTHENTICATES_ITSELF)
     app.add_middleware(webhooks.WebhookTokenFirst)
     app.add_middleware(OneOfEachCredential)
-    observability.instrument(
+    runtime.observability.instrument(
         app,
         registry=service_metrics.registry,
         engine=probe_engine,
@@ -365,33 +299,6 @@ def _idle_for_webhooks() -> tuple[frozenset[type], bool]:
 _IDLE_FOR_WEBHOOKS, _FASTAPI_TELEMETRY = _idle_for_webhooks()
 
 
-def _notification_worker(
-    config: ServiceConfig, sessions: sessionmaker[Session], conninfo: str, audit: AuditLog
-) -> OutboxDeliveryWorker:
-    """Attach the outbox to `sessions` and build its delivery worker (not started)."""
-    outbox = Outbox.from_config(config.notifications)  # reads the subscribers' secrets
-    outbox.attach(sessions)
-    return OutboxDeliveryWorker(
-        sessions=sessions,
-        outbox=outbox,
-        listen_conninfo=conninfo,
-        audit=audit,
-        safety_sweep_seconds=config.processing.safety_sweep_seconds,
-    )
-
-
-def _stop_background(
-    consumer: SqsEventConsumer | None, manager: ProcessingManager, deliveries: OutboxDeliveryWorker
-) -> None:
-    # DDR-36: stop the SQS consumer first, so nothing is stored after the
-    # manager stops; then stop taking work, let running actions finish,
-    # release leases; last the deliveries, since those steps may have emitted.
-    if consumer is not None:
-        consumer.stop(timeout=30)
-    manager.stop(timeout=30)
-    deliveries.stop(timeout=15)
-
-
 async def _gitlab_error(request: Request, error: Exception) -> JSONResponse:
     # A GitLab call made on behalf of the request (e.g. closing an MR on cancel)
     # failed; nothing was committed. The message never holds the token.
@@ -412,17 +319,3 @@ def _largest_submission_body(registry: TypeRegistry) -> int:
         if isinstance(total, int):
             largest = max(largest, total * 4 // 3 + 1024 * 1024)
     return largest
-
-
-def build_audit_log(settings: Settings, *, history: AuditHistory | None = None) -> AuditLog:
-    if not settings.audit_s3_bucket:
-        return AuditLog(history=history)
-    try:
-        import boto3  # noqa: PLC0415 - optional dependency, only with a bucket configured
-    except ImportError as error:
-        raise RuntimeError(
-            "WORKQUEUE_SERVICE_AUDIT_S3_BUCKET is set but boto3 is not installed "
-            "(pip install 'workqueue-service[s3]')"
-        ) from error
-    store = cast("ObjectStore", boto3.client("s3"))
-    return AuditLog(object_store=store, bucket=settings.audit_s3_bucket, history=history)
