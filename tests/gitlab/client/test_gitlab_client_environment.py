@@ -3,10 +3,10 @@ read once, when the client is built, with the same effect on its calls."""
 
 from __future__ import annotations
 
+import gitlab
 import pytest
 from gitlab_client_support import PROJECT, TOKEN
 
-import gitlab
 from workqueue.gitlab import GitLabClient, RetryableGitLabError
 
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import email.utils
 
+import gitlab
 import pytest
 import requests
 
-import gitlab
 from workqueue.gitlab import (
     GitLabError,
     PermanentGitLabError,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 import time
 
+import gitlab
 import pytest
 from gitlab_client_support import PROJECT, TOKEN
 
-import gitlab
 from workqueue.gitlab import (
     GitLabClient,
     GitLabError,

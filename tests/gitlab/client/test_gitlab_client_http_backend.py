@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import gitlab
 import pytest
 import requests
 from cryptography import x509
@@ -28,7 +29,6 @@ from gitlab_client_support import PROJECT, TOKEN
 from http_backend_support import Answer, RecordingServer
 from urllib3.exceptions import InsecureRequestWarning
 
-import gitlab
 from workqueue.gitlab import GitLabClient, GitLabError, PermanentGitLabError, RetryableGitLabError
 from workqueue.gitlab.client import _read_environment_once
 from workqueue.gitlab.http_backend import Urllib3Backend

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import gitlab
 import httpx
 import pytest
 
-import gitlab
 from workqueue.testing.gitlab_simulator import GitLabSimulator
 
 PROJECT_PATH = "acme/platform/widgets"

@@ -5,10 +5,9 @@ from __future__ import annotations
 import threading
 import time
 
+import gitlab
 import pytest
 import requests
-
-import gitlab
 
 COMMITS = "/projects/:id/repository/commits"
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import gitlab
 import pytest
 
-import gitlab
 from workqueue.testing.gitlab_simulator import JobSpec
 
 SOURCE = "bot/bump-requests"

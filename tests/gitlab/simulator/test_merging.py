@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
-
 import gitlab
+import pytest
 
 SOURCE = "bot/bump-requests"
 CONFLICTING = {"requirements.txt": "requests==2.30.0\nflask==3.0.0\nrich==13.7.0\n"}

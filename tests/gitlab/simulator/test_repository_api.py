@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import base64
 
-import pytest
-
 import gitlab
+import pytest
 
 
 def test_project_lookup_by_encoded_path_and_by_id(sim, gl, project_id, project_path):

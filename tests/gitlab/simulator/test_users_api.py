@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
-
 import gitlab
+import pytest
 
 
 def test_current_user_is_the_tokens_user(sim, gl):

@@ -7,9 +7,9 @@ import re
 import uuid
 from collections.abc import Iterator
 
+import gitlab
 import pytest
 
-import gitlab
 from workqueue.testing.gitlab_simulator import GitLabSimulator, JobSpec
 
 UTC_STAMP = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC$")
