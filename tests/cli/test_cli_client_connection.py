@@ -6,15 +6,25 @@ the module starts them all at once and each test checks one of the outcomes.
 
 from __future__ import annotations
 
+import socket
 import uuid
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 
 import pytest
 from cli_client_support import finish, recording_server, start_cli
-from live_app import free_port
 
 SECRET = "s3cr3t-cli-token"
 ITEM_ID = str(uuid.uuid4())
+
+
+@contextmanager
+def closed_port() -> Iterator[int]:
+    """A port nobody listens on, held bound (never listening) so that no other test's
+    server can take it meanwhile: a connection to it is refused."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield int(held.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +34,7 @@ def outcomes():
         echo = {"detail": "token rejected: {authorization}"}
         with_token = stack.enter_context(recording_server(401, echo))
         anonymous = stack.enter_context(recording_server(401, echo))
-        closed = f"http://127.0.0.1:{free_port()}"
+        closed = f"http://127.0.0.1:{stack.enter_context(closed_port())}"
         processes = {
             "closed_port": start_cli("retry", "--id", ITEM_ID, url=closed),
             "with_token": start_cli(
