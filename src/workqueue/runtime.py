@@ -139,7 +139,7 @@ class ServiceRuntime:
         connections behind, so each part is stopped whatever the others did."""
         started = self._started
         self._started = None
-        stops: list[Callable[[], None]] = []
+        stops: list[Callable[[], object]] = []
         if started is not None:
             stops += [started.stop_background, lambda: started.attention.stop(timeout=30)]
         stops += [

@@ -34,6 +34,7 @@ from workqueue.attention.details import DetailReaders, DetailsReader
 from workqueue.attention.scopes import Clock, MonotonicClock, Scope, ScopeBoard
 from workqueue.db.transactions import run_in_transaction
 from workqueue.queue.audit.log import AuditLog
+from workqueue.queue.background import BackgroundService, Backoff
 from workqueue.queue.listener import ChannelListener
 from workqueue.queue.registry import TypeRegistry
 
@@ -65,7 +66,7 @@ def decode_scope(text: str) -> Scope:
     return None if text == "n" else text[1:]
 
 
-class AttentionReconciler:
+class AttentionReconciler(BackgroundService):
     def __init__(
         self,
         *,
@@ -102,22 +103,24 @@ class AttentionReconciler:
         self._outgoing: dict[Scope, set[uuid.UUID]] = {}
         self._signals_sent_at: float | None = None
         self._outgoing_lock = threading.Lock()
-        self._wake = threading.Event()
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._listener = (
-            ChannelListener(
-                listen_conninfo,
-                channel=CHANNEL,
-                on_notify=self._on_notify,
-                on_connected=self._on_listener_connected,
-                thread_name="attention-listen",
-                description="attention listener",
-            )
-            if listen_conninfo
-            else None
-        )
         self.listening = threading.Event()  # set once LISTEN is in effect
+        super().__init__(
+            thread_name="workqueue-attention",
+            listener=(
+                ChannelListener(
+                    listen_conninfo,
+                    channel=CHANNEL,
+                    on_notify=self._on_notify,
+                    on_connected=self._on_listener_connected,
+                    thread_name="attention-listen",
+                    description="attention listener",
+                )
+                if listen_conninfo
+                else None
+            ),
+            # run_due contains its failures; this only keeps a bug from spinning.
+            backoff=Backoff(initial=1.0, maximum=1.0),
+        )
 
     # -- producers -------------------------------------------------------------
 
@@ -162,40 +165,21 @@ class AttentionReconciler:
         change committed elsewhere before LISTEN took effect is then still seen.
         """
         self.apply_rules(wake=self._listener is None)
-        self._thread = threading.Thread(
-            target=self._run_forever, name="workqueue-attention", daemon=True
-        )
-        self._thread.start()
-        if self._listener is not None:
-            self._listener.start()
+        super().start()
 
-    def stop(self, timeout: float = 30.0) -> None:
-        """Stop between rows; a transaction in flight commits what it did, then the thread ends."""
-        self._stopping.set()
-        self._wake.set()
-        if self._listener is not None:
-            self._listener.stop()
-        if self._thread is not None:
-            self._thread.join(timeout)
-        if self._thread is None or not self._thread.is_alive():
-            self._send_signals(at_once=True)  # what the interval held back
+    def after_stop(self, ended: bool, _timeout: float, /) -> None:
+        """Stopped between rows (a transaction in flight commits what it did): send what
+        the signal interval held back."""
+        if ended:
+            self._send_signals(at_once=True)
 
-    @property
-    def stopping(self) -> bool:
-        return self._stopping.is_set()
+    def seconds_until_next_round(self) -> float | None:
+        moments = (self.board.next_due_at(), self._signals_due_at())
+        wake_at = [at for at in moments if at is not None]
+        return max(min(wake_at) - self._clock.now(), 0.0) if wake_at else None
 
-    def _run_forever(self) -> None:
-        while not self._stopping.is_set():
-            moments = (self.board.next_due_at(), self._signals_due_at())
-            wake_at = [at for at in moments if at is not None]
-            timeout = max(min(wake_at) - self._clock.now(), 0.0) if wake_at else None
-            self._wake.wait(timeout)
-            self._wake.clear()
-            try:
-                self.run_due()
-            except Exception:  # pragma: no cover - run_due contains its failures
-                logger.exception("attention reconciler error")
-                self._stopping.wait(1.0)
+    def run_round(self) -> None:
+        self.run_due()
 
     def run_due(self) -> int:
         """One pass for each scope that is due now; returns the number of passes."""
@@ -313,7 +297,7 @@ class AttentionReconciler:
         now = self._clock.now()
         sent_at = self._signals_sent_at
         if not at_once and sent_at is not None and now - sent_at < SIGNAL_INTERVAL_SECONDS:
-            return  # they wait for the interval (see _run_forever), coalescing meanwhile
+            return  # held for the interval (seconds_until_next_round), coalescing meanwhile
         with self._outgoing_lock:
             changed, self._outgoing = self._outgoing, {}
         if not changed:

@@ -32,6 +32,7 @@ from standardwebhooks import Webhook
 from workqueue import __version__
 from workqueue.db.errors import is_database_unavailable
 from workqueue.queue.audit.log import AuditEntry, AuditLog
+from workqueue.queue.background import BackgroundService
 from workqueue.queue.listener import ChannelListener
 from workqueue.queue.outbox import repository as outbox_repository
 from workqueue.queue.outbox.emit import Outbox, Subscriber
@@ -61,7 +62,7 @@ def event_body(delivery: DueDelivery) -> str:
     )
 
 
-class OutboxDeliveryWorker:
+class OutboxDeliveryWorker(BackgroundService):
     """Sends this service's outbound events; one per replica, alongside the engine."""
 
     def __init__(
@@ -89,27 +90,25 @@ class OutboxDeliveryWorker:
         self._pool = ThreadPoolExecutor(self._config.workers, thread_name_prefix="outbox-send")
 
         self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._stopping = threading.Event()
         self._active = 0  # drains running
         self._requested = False  # new rows may be due: start a drain
         self._sweep_at = 0.0  # monotonic; 0 = at once (startup catches up)
         self._due_at: float | None = None  # monotonic time of the earliest known retry
         self._timer_stale = True
 
-        self._dispatcher = threading.Thread(
-            target=self._dispatch_forever, name="outbox-dispatch", daemon=True
-        )
-        self._listener = (
-            ChannelListener(
-                listen_conninfo,
-                channel=OUTBOX_CHANNEL,
-                on_notify=lambda _payload: self.wake(),
-                on_connected=self.wake,
-                thread_name="outbox-listen",
-            )
-            if listen_conninfo
-            else None
+        super().__init__(
+            thread_name="outbox-dispatch",
+            listener=(
+                ChannelListener(
+                    listen_conninfo,
+                    channel=OUTBOX_CHANNEL,
+                    on_notify=lambda _payload: self.wake(),
+                    on_connected=self.wake,
+                    thread_name="outbox-listen",
+                )
+                if listen_conninfo
+                else None
+            ),
         )
 
     # -- public API ----------------------------------------------------------
@@ -117,9 +116,7 @@ class OutboxDeliveryWorker:
     def start(self) -> None:
         if not self._outbox.subscribers:
             return  # nothing can be due: no threads, no connection, no SQL
-        self._dispatcher.start()
-        if self._listener is not None:
-            self._listener.start()
+        super().start()
         logger.info(
             "delivering notifications to %s",
             ", ".join(subscriber.name for subscriber in self._outbox.subscribers),
@@ -129,21 +126,15 @@ class OutboxDeliveryWorker:
         """New rows may have been committed: look for due deliveries soon."""
         with self._lock:
             self._requested = True
-        self._wake.set()
+        super().wake()
 
     def sweep(self) -> None:
         with self._lock:
             self._sweep_at = 0.0
         self._wake.set()
 
-    def stop(self, timeout: float = 30.0) -> None:
-        """Stop starting deliveries; let those in flight finish (up to `timeout`)."""
-        self._stopping.set()
-        self._wake.set()
-        if self._listener is not None:
-            self._listener.stop()
-        if self._dispatcher.is_alive():
-            self._dispatcher.join(timeout)
+    def after_stop(self, _ended: bool, timeout: float, /) -> None:
+        """Deliveries in flight finish (up to `timeout`); the rest are retried later."""
         deadline = time.monotonic() + timeout
         while self.active_count and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -157,27 +148,12 @@ class OutboxDeliveryWorker:
 
     # -- dispatcher ----------------------------------------------------------
 
-    def _dispatch_forever(self) -> None:
-        failure_delay = 0.0
-        while not self._stopping.is_set():
-            self._wake.wait(self._seconds_until_next_wake())
-            self._wake.clear()
-            if self._stopping.is_set():
-                return
-            try:
-                self._dispatch_once()
-                failure_delay = 0.0
-            except Exception as error:
-                failure_delay = min(max(failure_delay * 2, 0.5), 30.0)
-                if is_database_unavailable(error):
-                    logger.warning("outbox: database unavailable (%s)", error)
-                else:
-                    logger.exception("outbox dispatcher error")
-                with self._lock:
-                    self._sweep_at = time.monotonic() + failure_delay
-                self._stopping.wait(failure_delay)
+    def round_failed(self, error: Exception, failures: int, delay: float) -> None:
+        super().round_failed(error, failures, delay)
+        with self._lock:
+            self._sweep_at = time.monotonic() + delay
 
-    def _seconds_until_next_wake(self) -> float:
+    def seconds_until_next_round(self) -> float:
         with self._lock:
             free = self._active < self._config.workers
             if self._requested and free:
@@ -189,7 +165,7 @@ class OutboxDeliveryWorker:
                 wake_at = min(wake_at, self._due_at)
         return max(wake_at - time.monotonic(), 0.0)
 
-    def _dispatch_once(self) -> None:
+    def run_round(self) -> None:
         now = time.monotonic()
         with self._lock:
             sweep = now >= self._sweep_at

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -50,6 +49,7 @@ from workqueue.db.errors import is_database_unavailable
 from workqueue.db.transactions import run_in_transaction
 from workqueue.gitlab.webhook_bodies import GITLAB_EVENT_TYPES, gitlab_event_type
 from workqueue.observability.service_metrics import ServiceMetrics
+from workqueue.queue.background import BackgroundService, Backoff
 from workqueue.queue.intake.deliveries import store_delivery
 from workqueue.queue.intake.pending_events import IngestStatus, parse_event_body
 from workqueue.queue.registry import TypeRegistry
@@ -129,7 +129,7 @@ def _event_attribute(attributes: Any) -> str | None:
     return None
 
 
-class SqsEventConsumer:
+class SqsEventConsumer(BackgroundService):
     """One daemon thread that long-polls an SQS queue and ingests its GitLab events."""
 
     def __init__(
@@ -163,33 +163,35 @@ class SqsEventConsumer:
         self._metrics = metrics
         self._wait_seconds = wait_seconds
         self._max_messages = max_messages
-        self._max_backoff = max_backoff_seconds
         self._close_client = close_client
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(
-            target=self._consume_forever, name="workqueue-sqs-consumer", daemon=True
+        super().__init__(
+            thread_name="workqueue-sqs-consumer",
+            backoff=Backoff(initial=0.5, maximum=max_backoff_seconds),
         )
 
     def start(self) -> None:
         logger.info("consuming GitLab events from SQS queue %s", self._queue_url)
-        self._thread.start()
+        super().start()
 
-    def stop(self, timeout: float = 30.0) -> bool:
-        """Stop polling and wait for the thread (at most `timeout`); True when it ended."""
-        self._stopping.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
-        if self._thread.is_alive():
-            logger.warning("the SQS consumer did not stop within %.0f s", timeout)
-            return False
-        if self._close_client:
+    def seconds_until_next_round(self) -> float:
+        return 0.0  # the long poll is the wait
+
+    def run_round(self) -> None:
+        self.poll_once()
+
+    def round_failed(self, error: Exception, failures: int, delay: float) -> None:
+        # SQS errors repeat while the queue is unreachable: one traceback is enough.
+        logger.warning(
+            "SQS consumer: %s; retrying in %.1f s",
+            error,
+            delay,
+            exc_info=not is_database_unavailable(error) and failures == 1,
+        )
+
+    def after_stop(self, ended: bool, _timeout: float, /) -> None:
+        if ended and self._close_client:
             self._close_client = False
             self._client.close()
-        return True
-
-    @property
-    def running(self) -> bool:
-        return self._thread.is_alive()
 
     def poll_once(self) -> int:
         """One long poll and the messages it brought; returns how many were deleted."""
@@ -212,23 +214,6 @@ class SqsEventConsumer:
         return len(done)
 
     # -- internals -------------------------------------------------------------
-
-    def _consume_forever(self) -> None:
-        failures = 0
-        while not self._stopping.is_set():
-            try:
-                self.poll_once()
-                failures = 0
-            except Exception as error:
-                failures += 1
-                delay = min(self._max_backoff, 0.5 * 2 ** min(failures - 1, 16))
-                logger.warning(
-                    "SQS consumer: %s; retrying in %.1f s",
-                    error,
-                    delay,
-                    exc_info=not is_database_unavailable(error) and failures == 1,
-                )
-                self._stopping.wait(delay)
 
     def _handle(self, message: MessageTypeDef) -> bool:
         """Store one message's event; True when the message may be deleted."""

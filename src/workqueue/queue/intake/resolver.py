@@ -24,6 +24,7 @@ from collections.abc import Callable
 from sqlalchemy.orm import Session, sessionmaker
 
 from workqueue.db.errors import is_database_unavailable
+from workqueue.queue.background import BackgroundService, Backoff
 from workqueue.queue.intake import deliveries as intake
 from workqueue.queue.intake.deliveries import DEFAULT_BATCH_SIZE, ResolvedBatch
 from workqueue.queue.intake.repository import INTAKE_CHANNEL
@@ -37,7 +38,7 @@ MAX_FAILURE_DELAY_SECONDS = 30.0
 ATTEMPTS_ALONE = 3
 
 
-class IntakeResolver:
+class IntakeResolver(BackgroundService):
     """Resolves stored deliveries in batches, one thread per replica."""
 
     def __init__(
@@ -57,34 +58,27 @@ class IntakeResolver:
         self._on_items = on_items
         self._sweep_seconds = sweep_seconds
         self._batch_size = batch_size
-        self._wake = threading.Event()
-        self._stopping = threading.Event()
         self.listening = threading.Event()  # set once the listener's LISTEN is in effect
-        self._thread = threading.Thread(
-            target=self._run_forever, name="workqueue-intake", daemon=True
-        )
-        self._listener = (
-            ChannelListener(
-                listen_conninfo,
-                channel=INTAKE_CHANNEL,
-                on_notify=lambda _payload: self.wake(),
-                on_connected=self._on_listener_connected,
-                thread_name="workqueue-intake-listen",
-                description="intake listener",
-            )
-            if listen_conninfo
-            else None
+        super().__init__(
+            thread_name="workqueue-intake",
+            listener=(
+                ChannelListener(
+                    listen_conninfo,
+                    channel=INTAKE_CHANNEL,
+                    on_notify=lambda _payload: self.wake(),
+                    on_connected=self._on_listener_connected,
+                    thread_name="workqueue-intake-listen",
+                    description="intake listener",
+                )
+                if listen_conninfo
+                else None
+            ),
+            backoff=Backoff(maximum=MAX_FAILURE_DELAY_SECONDS),
         )
 
     def start(self) -> None:
-        self._wake.set()  # catch up with deliveries stored while nobody resolved
-        self._thread.start()
-        if self._listener is not None:
-            self._listener.start()
-
-    def wake(self) -> None:
-        """A delivery was stored: resolve soon."""
-        self._wake.set()
+        self.wake()  # catch up with deliveries stored while nobody resolved
+        super().start()
 
     def stored_here(self) -> None:
         """A receiver of this process stored a delivery (committed).
@@ -103,14 +97,11 @@ class IntakeResolver:
         self.listening.set()
         self.wake()  # catch up with what was sent while we were not listening
 
-    def stop(self, timeout: float = 30.0) -> None:
-        """Stop after the batch in progress (its transaction commits or rolls back whole)."""
-        self._stopping.set()
-        self._wake.set()
-        if self._listener is not None:
-            self._listener.stop()
-        if self._thread.ident is not None:
-            self._thread.join(timeout)
+    def seconds_until_next_round(self) -> float:
+        return self._sweep_seconds  # the safety sweep: a NOTIFY may be lost
+
+    def run_round(self) -> None:
+        self.resolve_waiting()
 
     def resolve_waiting(self) -> int:
         """Resolve batches until none is full; returns how many deliveries were resolved."""
@@ -169,25 +160,3 @@ class IntakeResolver:
                 else:
                     return result
         return ResolvedBatch()
-
-    def _run_forever(self) -> None:
-        failure_delay = 0.0
-        while not self._stopping.is_set():
-            woken = self._wake.wait(failure_delay or self._sweep_seconds)
-            self._wake.clear()
-            if self._stopping.is_set():
-                return
-            del woken  # a sweep and a wake-up do the same
-            try:
-                self.resolve_waiting()
-                failure_delay = 0.0
-            except Exception as error:
-                failure_delay = min(max(failure_delay * 2, 0.5), MAX_FAILURE_DELAY_SECONDS)
-                if is_database_unavailable(error):
-                    logger.warning(
-                        "intake: database unavailable (%s); retrying in %.1f s",
-                        error,
-                        failure_delay,
-                    )
-                else:
-                    logger.exception("intake error; retrying in %.1f s", failure_delay)

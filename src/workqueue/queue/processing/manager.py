@@ -29,8 +29,8 @@ from datetime import timedelta
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from workqueue.db.errors import is_database_unavailable
 from workqueue.queue.audit.log import AuditLog
+from workqueue.queue.background import BackgroundService
 from workqueue.queue.intake import pending_events as ingest
 from workqueue.queue.intake.resolver import IntakeResolver
 from workqueue.queue.listener import WakeListener
@@ -129,7 +129,7 @@ def run_wake_ups(
     return total
 
 
-class ProcessingManager:
+class ProcessingManager(BackgroundService):
     """Runs the engine for the item types this replica handles (DDR-25)."""
 
     def __init__(
@@ -186,8 +186,6 @@ class ProcessingManager:
         self._lost: set[uuid.UUID] = set()
         self._requested: set[uuid.UUID] = set()  # woken, not yet tried
         self._rerun: set[uuid.UUID] = set()  # woken while held: try again when released
-        self._wake = threading.Event()
-        self._stopping = threading.Event()
         self._heartbeat_stop = threading.Event()
         self._sweep_at = 0.0  # monotonic; 0 = sweep at once (startup recovery, DDR-35)
         self._due_at: float | None = None  # monotonic time of the earliest known due work
@@ -197,16 +195,18 @@ class ProcessingManager:
         self._timer_stale = True
         self._backlog = False
 
-        self._dispatcher = threading.Thread(
-            target=self._dispatch_forever, name="workqueue-dispatch", daemon=True
+        super().__init__(
+            thread_name="workqueue-dispatch",
+            listener=(
+                WakeListener(
+                    listen_conninfo, on_wake=self._on_remote_wake, on_connected=self.sweep
+                )
+                if listen_conninfo and self.item_types
+                else None
+            ),
         )
         self._heartbeat = threading.Thread(
             target=self._heartbeat_forever, name="workqueue-heartbeat", daemon=True
-        )
-        self._listener = (
-            WakeListener(listen_conninfo, on_wake=self._on_remote_wake, on_connected=self.sweep)
-            if listen_conninfo and self.item_types
-            else None
         )
         # Stored deliveries become events here, whichever types this replica runs.
         self.intake = IntakeResolver(
@@ -225,10 +225,8 @@ class ProcessingManager:
         if not self.item_types:
             logger.warning("handled_types is empty: this replica processes no items")
             return
-        self._dispatcher.start()
+        super().start()
         self._heartbeat.start()
-        if self._listener is not None:
-            self._listener.start()
         logger.info(
             "processing %s with %d workers",
             ", ".join(sorted(self.item_types)),
@@ -262,15 +260,13 @@ class ProcessingManager:
         with self._lock:
             return len(self._held)
 
-    def stop(self, timeout: float = 30.0) -> None:
-        """Stop claiming, let running steps finish (up to `timeout`), release the leases."""
+    def stop(self, timeout: float = 30.0) -> bool:
+        """Stop claiming, let running steps finish (up to `timeout`), release the leases;
+        True when the dispatcher ended."""
         self.intake.stop(timeout)
-        self._stopping.set()
-        self._wake.set()
-        if self._listener is not None:
-            self._listener.stop()
-        if self._dispatcher.is_alive():
-            self._dispatcher.join(timeout)
+        return super().stop(timeout)
+
+    def after_stop(self, _ended: bool, timeout: float, /) -> None:
         # Workers notice `_stopping` between steps and release their claims;
         # queued claims start, see it at once and release too.
         deadline = time.monotonic() + timeout
@@ -289,31 +285,14 @@ class ProcessingManager:
 
     # -- dispatcher ----------------------------------------------------------
 
-    def _dispatch_forever(self) -> None:
-        failure_delay = 0.0
-        while not self._stopping.is_set():
-            self._wake.wait(self._seconds_until_next_wake())
-            self._wake.clear()
-            if self._stopping.is_set():
-                return
-            try:
-                self._dispatch_once()
-                failure_delay = 0.0
-            except Exception as error:
-                failure_delay = min(max(failure_delay * 2, 0.5), 30.0)
-                if is_database_unavailable(error):
-                    logger.warning(
-                        "database unavailable (%s); retrying in %.1f s", error, failure_delay
-                    )
-                else:
-                    logger.exception("dispatcher error; retrying in %.1f s", failure_delay)
-                # Whatever was missed while failing is found by a sweep.
-                with self._lock:
-                    self._sweep_at = 0.0
-                    self._timer_stale = True
-                self._stopping.wait(failure_delay)
+    def round_failed(self, error: Exception, failures: int, delay: float) -> None:
+        super().round_failed(error, failures, delay)
+        # Whatever was missed while failing is found by a sweep.
+        with self._lock:
+            self._sweep_at = 0.0
+            self._timer_stale = True
 
-    def _seconds_until_next_wake(self) -> float:
+    def seconds_until_next_round(self) -> float:
         now = time.monotonic()
         with self._lock:
             at_capacity = len(self._held) >= self._capacity
@@ -325,7 +304,7 @@ class ProcessingManager:
                 wake_at = min(wake_at, self._due_at)
         return max(wake_at - now, 0.0)
 
-    def _dispatch_once(self) -> None:
+    def run_round(self) -> None:
         plan = self._plan_dispatch()
         if plan is None:
             return
