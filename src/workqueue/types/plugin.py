@@ -2,23 +2,27 @@
 
 Each type's package exports one `PLUGIN` (`types/<name>/plugin.py`): its name,
 its config section's model, the installer that registers it on a
-`TypeRegistry`, its detail tables and its HTTP routes. Everything else the
-service knows about types (the config's JSON Schema, the tables Alembic
-compares, the routers, the registry) is derived from the catalog's list of
-plugins (`types/catalog.py`).
+`TypeRegistry`, its detail tables, its HTTP routes and its dashboard pages.
+Everything else the service knows about types (the config's JSON Schema, the
+tables Alembic compares, the routers, the dashboard's pages and links, the
+registry) is derived from the catalog's list of plugins (`types/catalog.py`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter
 from pydantic import BaseModel
 
 from workqueue.queue import TypeRegistry
 from workqueue.settings import Settings
+
+if TYPE_CHECKING:
+    from workqueue.api.caller_state import Caller
+    from workqueue.api.deps import Runtime
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,25 @@ class HandledTypeError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+class DashboardPage:
+    """A page a type adds to the dashboard, at `/ui/<path>`, linked in its navigation
+    while this replica handles the type.
+
+    `template` is a file in the `templates/` folder of `package` (the type's own,
+    `__package__` where the page is declared); it extends the dashboard's
+    `layout` like the built-in pages. `context` builds what the
+    template shows for a signed-in caller: it calls the type's route functions,
+    so scoping, permissions and refusals (an `HTTPException`) are the API's.
+    """
+
+    path: str
+    title: str
+    package: str
+    template: str
+    context: Callable[[Runtime, Caller], Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
 class ItemTypePlugin:
     """One item type, as the service assembles it."""
 
@@ -63,3 +86,4 @@ class ItemTypePlugin:
     # The type's routes under /api/, mounted whether or not this replica handles
     # the type (a replica answers for every type it knows).
     router: APIRouter | None = None
+    dashboard_pages: tuple[DashboardPage, ...] = ()

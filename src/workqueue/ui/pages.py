@@ -1,4 +1,4 @@
-"""The dashboard's pages: items, one item, attention queues, trunk queues; retry and cancel.
+"""The dashboard's pages: items, one item, attention queues, the types' pages; retry, cancel.
 
 Every page calls what the JSON API calls: `readable_scope` and the
 read repository for lists, the work-item, history and queue route
@@ -37,17 +37,17 @@ from workqueue.queue import read_repository
 from workqueue.queue.audit import repository as audit_repository
 from workqueue.queue.models import Phase, WorkItem
 from workqueue.queue.read_repository import InvalidCursorError
-from workqueue.types.trunk import routes as trunk_routes
+from workqueue.types.catalog import catalog
+from workqueue.types.plugin import DashboardPage
 from workqueue.ui import repository as ui_repository
 from workqueue.ui.browser_guard import refuse_cross_site
-from workqueue.ui.rendering import render
+from workqueue.ui.rendering import NavLink, render, type_template
 from workqueue.ui.sign_in import SignInNeededError, dashboard_caller
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
 PAGE_SIZE = 50
 MAX_FILTER_LENGTH = 1024
-TRUNK_TYPE = "trunk"  # the name only: the dashboard imports no item type
 
 Built = tuple[str, dict[str, Any]]
 
@@ -118,13 +118,16 @@ def attention_page(request: Request, runtime: RuntimeDep) -> HTMLResponse:
     return _respond(request, runtime, build)
 
 
-@router.get("/trunk", response_class=HTMLResponse)
-def trunk_page(request: Request, runtime: RuntimeDep) -> HTMLResponse:
-    def build(caller: Caller) -> Built:
-        queues = trunk_routes.list_queues(runtime, caller, project=None, branch=None).items
-        return "trunk.html", {"queues": queues}
+def type_page_route(page: DashboardPage) -> Callable[[Request, Runtime], HTMLResponse]:
+    """The route of one type's page (`ui.mount` adds one per page in the catalog)."""
 
-    return _respond(request, runtime, build)
+    def type_page(request: Request, runtime: RuntimeDep) -> HTMLResponse:
+        def build(caller: Caller) -> Built:
+            return type_template(page), dict(page.context(runtime, caller))
+
+        return _respond(request, runtime, build)
+
+    return type_page
 
 
 @router.post("/items/{item_id}/retry", response_class=HTMLResponse)
@@ -164,7 +167,13 @@ def _respond(
     mutation: bool = False,
 ) -> HTMLResponse:
     """Authenticate, build the page, and turn refusals into pages with their status."""
-    nav = {"trunk": TRUNK_TYPE in runtime.registry}
+    # Pages of the types this replica handles (the others answer 404, like their API).
+    nav = [
+        NavLink(page.path, page.title)
+        for plugin in catalog()
+        if plugin.name in runtime.registry
+        for page in plugin.dashboard_pages
+    ]
     caller: Caller | None = None
     try:
         if mutation:

@@ -9,23 +9,49 @@ gets the content without the surrounding layout.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse
-from jinja2 import Environment, PackageLoader, StrictUndefined
+from jinja2 import ChoiceLoader, Environment, PackageLoader, PrefixLoader, StrictUndefined
 
 from workqueue import __version__
 from workqueue.api.caller_state import Caller
+from workqueue.types.catalog import catalog
+from workqueue.types.plugin import DashboardPage
 from workqueue.ui import views
 
 REFRESH_SECONDS = 5
 
 
-def _environment() -> Environment:
+@dataclass(frozen=True, slots=True)
+class NavLink:
+    path: str
+    title: str
+
+
+def type_template(page: DashboardPage) -> str:
+    """A type page's template name: its package, then the file in that package's templates."""
+    return f"{page.package}/{page.template}"
+
+
+@cache
+def environment() -> Environment:
+    """The dashboard's templates, then each type's own (`types/<name>/templates/`),
+    named `<package>/<file>`. Built on first use: the catalog loads the types."""
+    packages = {page.package for plugin in catalog() for page in plugin.dashboard_pages}
     environment = Environment(
-        loader=PackageLoader("workqueue.ui", "templates"),
+        loader=ChoiceLoader(
+            [
+                PackageLoader("workqueue.ui", "templates"),
+                PrefixLoader(
+                    {package: PackageLoader(package, "templates") for package in packages}
+                ),
+            ]
+        ),
         autoescape=True,
         undefined=StrictUndefined,
         trim_blocks=True,
@@ -37,9 +63,6 @@ def _environment() -> Environment:
         refresh_seconds=REFRESH_SECONDS,
     )
     return environment
-
-
-ENVIRONMENT = _environment()
 
 
 def wants_fragment(request: Request) -> bool:
@@ -54,16 +77,16 @@ def render(
     *,
     caller: Caller | None,
     status_code: int = 200,
-    nav: Mapping[str, bool] | None = None,
+    nav: Sequence[NavLink] = (),
 ) -> HTMLResponse:
-    """The page (or its content) as HTML; `nav` says which optional pages to link."""
-    page = ENVIRONMENT.get_template(template)
+    """The page (or its content) as HTML; `nav` lists the type pages to link."""
+    page = environment().get_template(template)
     html = page.render(
         {
             **context,
             "layout": "fragment.html" if wants_fragment(request) else "layout.html",
             "caller": caller,
-            "nav": nav or {},
+            "nav": nav,
             "root": request.scope.get("root_path", ""),
             "here": _here(request),
             "now": views.now(),

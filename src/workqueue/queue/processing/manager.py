@@ -198,9 +198,7 @@ class ProcessingManager(BackgroundService):
         super().__init__(
             thread_name="workqueue-dispatch",
             listener=(
-                WakeListener(
-                    listen_conninfo, on_wake=self._on_remote_wake, on_connected=self.sweep
-                )
+                WakeListener(listen_conninfo, on_wake=self._on_remote_wake, on_connected=self.sweep)
                 if listen_conninfo and self.item_types
                 else None
             ),

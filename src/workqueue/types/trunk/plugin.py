@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from workqueue.types.plugin import ItemTypePlugin
 from workqueue.types.trunk.config import TrunkTypeConfig
+from workqueue.types.trunk.dashboard import QUEUES_PAGE
 from workqueue.types.trunk.install import install_trunk
 from workqueue.types.trunk.models import TRUNK_ITEM_TYPE, TrunkQueue, TrunkWorkItem
 from workqueue.types.trunk.routes import router
@@ -14,4 +15,5 @@ PLUGIN = ItemTypePlugin(
     install=install_trunk,
     models=(TrunkWorkItem, TrunkQueue),
     router=router,
+    dashboard_pages=(QUEUES_PAGE,),
 )
