@@ -139,6 +139,20 @@ def test_the_package_has_no_import_circles(graph):
     assert import_cycles(graph, "workqueue") == []
 
 
+def test_only_the_types_own_packages_reach_a_type(graph):
+    """The app, the dashboard, the runtime and the CLI know types through the catalog's
+    plugins: a new type is one line there, not an import here and there."""
+    type_packages = sorted(
+        path.name for path in (PACKAGE / "types").iterdir() if (path / "plugin.py").is_file()
+    )
+    assert {"mr", "trunk"} <= set(type_packages)
+    outside = ("workqueue.api", "workqueue.ui", "workqueue.cli", "workqueue.runtime")
+    rules = {
+        importer: tuple(f"workqueue.types.{name}" for name in type_packages) for importer in outside
+    }
+    assert broken_rules(graph, rules) == []
+
+
 def test_types_use_the_engine_only_through_its_surface():
     assert engine_imports_outside_its_surface(PACKAGE / "types", workqueue.queue.__all__) == []
 
