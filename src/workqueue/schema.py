@@ -13,6 +13,7 @@ from workqueue.queue.intake import models as intake_models
 from workqueue.queue.models import Base
 from workqueue.queue.outbox import models as outbox_models
 from workqueue.queue.submission_keys import models as submission_key_models
+from workqueue.signals import models as signal_models
 from workqueue.types.catalog import catalog
 
 # Importing a type's models module maps its detail table onto Base.metadata.
@@ -23,6 +24,9 @@ GENERIC_MODELS = (
     intake_models.IncomingDelivery,
     submission_key_models.SubmissionKey,
 )
+
+# External checks' signal store (a package beside types/).
+SIGNAL_MODELS = (signal_models.CheckSignal, signal_models.SignalKey)
 
 # Attention queues (a package beside types/), mapped by importing its models.
 ATTENTION_MODELS = (attention_models.AttentionQueue, attention_models.AttentionMembership)

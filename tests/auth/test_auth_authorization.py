@@ -237,6 +237,7 @@ GRANT_CASES = [
     ("authenticated user without groups: nothing", ocp_user("system:authenticated"), {}),
     ("local development user: everything", Principal(identity="dev", kind="local"), {
         "read": ALL_ITEM_TYPES, "submit": ALL_ITEM_TYPES, "retry": ALL_ITEM_TYPES,
+        "report": ALL_ITEM_TYPES,
     }),
 ]  # fmt: skip
 

@@ -31,6 +31,7 @@ EVERYTHING_ABOVE_THE_ENGINE = (
     "workqueue.ui",
     "workqueue.attention",
     "workqueue.observability",
+    "workqueue.signals",
     "workqueue.testing",
 )
 
@@ -64,6 +65,14 @@ RULES: Mapping[str, tuple[str, ...]] = {
     "workqueue.notifications": ("workqueue.types", "workqueue.api", "workqueue.cli"),
     "workqueue.observability": ("workqueue.types", "workqueue.api", "workqueue.cli"),
     "workqueue.types": ("workqueue.cli", "workqueue.ui", "workqueue.testing"),
+    # The signal store sits beside the engine: types read it, it knows no type.
+    "workqueue.signals": (
+        "workqueue.types",
+        "workqueue.api",
+        "workqueue.cli",
+        "workqueue.ui",
+        *HTTP_AND_CLIENTS,
+    ),
     "workqueue.api": ("workqueue.cli", "workqueue.testing"),
 }
 

@@ -300,12 +300,19 @@ def test_malformed_payloads_resolve_to_nothing(sessions, registry, payload, even
         assert MR_RESOLVERS[event_type](session, copy.deepcopy(payload)) == []
 
 
-def test_register_mr_resolvers_routes_the_five_gitlab_kinds_once():
+def test_register_mr_resolvers_routes_the_five_gitlab_kinds_and_signals_once():
     registration = TypeRegistry().register("mr", model=MRWorkItem, decider=decide_mr)
 
     register_mr_resolvers(registration)
 
-    assert set(registration.resolvers) == {"merge_request", "pipeline", "build", "note", "push"}
+    assert set(registration.resolvers) == {
+        "merge_request",
+        "pipeline",
+        "build",
+        "note",
+        "push",
+        "check_signal",
+    }
     with pytest.raises(DuplicateRegistrationError):
         register_mr_resolvers(registration)
 

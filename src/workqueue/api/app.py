@@ -36,7 +36,7 @@ from workqueue.api.middleware.limits import (
 from workqueue.api.middleware.strict_json import StrictJSONBodies
 from workqueue.api.middleware.unavailable import answer_database_outages
 from workqueue.api.middleware.validation_errors import validation_error_answer
-from workqueue.api.routes import health, item_history, metrics, work_items
+from workqueue.api.routes import health, item_history, metrics, signals, work_items
 from workqueue.api.routes.attention import router as attention_router
 from workqueue.api.routes.docs_pages import mount_api_docs
 from workqueue.api.webhooks import route as webhooks
@@ -183,6 +183,7 @@ def create_app(
         metrics.router,
         *catalog().routers(),
         webhooks.router,
+        signals.router,
         attention_router,
         item_history.router,
         work_items.router,

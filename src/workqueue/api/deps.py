@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Literal, NoReturn, Protocol
+from typing import Annotated, NoReturn, Protocol
 
 from fastapi import Depends, HTTPException, Path, Query, Request
 from sqlalchemy.engine import Engine
@@ -18,14 +18,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
 from workqueue.api.caller_state import Caller, remembered_caller
-from workqueue.auth.config import CallerLimits
+from workqueue.auth.config import CallerLimits, Permission
 from workqueue.auth.limit_keys import LimitKey
 from workqueue.queue.audit.log import AuditEntry, AuditLog
 from workqueue.queue.processing.manager import ProcessingManager
 from workqueue.queue.read_repository import VisibilityGrant
 from workqueue.queue.registry import TypeRegistry
-
-Permission = Literal["read", "submit", "retry"]
 
 # PostgreSQL text cannot hold NUL: refuse it at the edge (422), not in the database
 # (500); the other control characters (C0, DEL, C1) have no place in a name either.

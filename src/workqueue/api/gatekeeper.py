@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from workqueue.api.caller_state import Caller
-from workqueue.api.deps import CallerAuthenticationError, Permission
+from workqueue.api.deps import CallerAuthenticationError
 from workqueue.auth.authenticator import Authenticator
 from workqueue.auth.authorization import (
     Grant,
@@ -14,7 +14,7 @@ from workqueue.auth.authorization import (
     is_allowed_on_project,
     readable_item_types,
 )
-from workqueue.auth.config import AuthorizationRule, CallerLimits
+from workqueue.auth.config import AuthorizationRule, CallerLimits, Permission
 from workqueue.auth.errors import AuthenticationError, IssuerUnavailableError
 from workqueue.auth.limit_keys import LimitKey, limit_key
 from workqueue.auth.principal import Principal

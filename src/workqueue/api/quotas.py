@@ -28,7 +28,8 @@ from fastapi import HTTPException
 from sqlalchemy.orm import Session
 
 from workqueue.api.caller_state import Caller
-from workqueue.api.deps import Permission, Runtime, require, require_on_project
+from workqueue.api.deps import Runtime, require, require_on_project
+from workqueue.auth.config import Permission
 from workqueue.auth.limit_keys import LimitKeyError
 from workqueue.db.transactions import run_in_transaction
 from workqueue.gitlab.errors import PermanentGitLabError

@@ -9,7 +9,7 @@ a row in a table-driven test. The rules (seed 003, DDR-21/23):
 - permissions are the union over every matching rule, each scoped to the
   rule's `item_types` (or to all types when it has none) and to its
   `projects` (or to all projects when it has none; config validation makes
-  rules granting submit or retry list them);
+  rules granting submit, retry or report list them);
 - nothing matching means nothing granted: even `read` needs a rule.
 
 Item-type scopes alone (`ItemTypeScope`) answer "may this caller use the

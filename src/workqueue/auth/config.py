@@ -26,11 +26,12 @@ from pydantic import (
 
 from workqueue.project_patterns import pattern_problem, placeholders
 
-Permission = Literal["read", "submit", "retry"]
-PERMISSIONS: tuple[Permission, ...] = ("read", "submit", "retry")
-# Permissions that make the service write to GitLab: a rule granting one of
+Permission = Literal["read", "submit", "retry", "report"]
+PERMISSIONS: tuple[Permission, ...] = ("read", "submit", "retry", "report")
+# Permissions that make the service write to GitLab, or decide whether it
+# merges and how items end (`report`: external checks): a rule granting one of
 # them must say on which projects (`projects:`), never "everywhere" by omission.
-WRITE_PERMISSIONS: frozenset[Permission] = frozenset({"submit", "retry"})
+WRITE_PERMISSIONS: frozenset[Permission] = frozenset({"submit", "retry", "report"})
 
 # `issuer: k8s` names the cluster's own service-account issuer, whose real URL
 # is only known at runtime from in-cluster discovery (DDR-11).
@@ -99,7 +100,7 @@ class AuthorizationRule(BaseModel):
         min_length=1,
         description="GitLab project paths the rule covers (globs: `*` within a segment, "
         "`**` across segments, `{claim}` = the token's claim value); required when the "
-        'rule grants submit or retry (`["**"]` for every project); omitted: every project',
+        'rule grants submit, retry or report (`["**"]` for every project); omitted: every project',
     )
     limit_key: LimitKeyClaim | None = Field(
         None,

@@ -102,7 +102,7 @@ def test_the_guides_catalog_is_todays_with_one_line_more():
 
 
 def test_the_guides_migration_follows_the_newest_revision():
-    migration = guide_blocks()["src/workqueue/db/migrations/versions/0020_notice_details.py"]
+    migration = guide_blocks()["src/workqueue/db/migrations/versions/0021_notice_details.py"]
     versions = sorted((ROOT / "src/workqueue/db/migrations/versions").glob("[0-9]*.py"))
     newest = versions[-1].name[:4]
     assert f'down_revision = "{newest}"' in migration
@@ -113,7 +113,7 @@ def test_the_guides_type_installs_and_the_engine_completes_its_item(tmp_path, da
     write_type(guide_blocks(), tmp_path)
     migration = tmp_path / "migration.py"
     migration.write_text(
-        guide_blocks()["src/workqueue/db/migrations/versions/0020_notice_details.py"]
+        guide_blocks()["src/workqueue/db/migrations/versions/0021_notice_details.py"]
     )
     support = ROOT / "tests" / "support"
     child = subprocess.run(

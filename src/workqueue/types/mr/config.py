@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from workqueue.project_patterns import pattern_problem, placeholders
+from workqueue.signals.config import ChecksConfig
 from workqueue.types.gitlab_connection import check_gitlab_url
 from workqueue.types.mr.validation.paths import branch_problem, check_glob
 
@@ -291,6 +292,7 @@ class MRTypeConfig(BaseModel):
     )
     content: ContentRulesConfig = Field(default_factory=ContentRulesConfig)
     ci_retry: CIRetryConfig = Field(default_factory=CIRetryConfig)
+    checks: ChecksConfig = Field(default_factory=ChecksConfig)
 
     @field_validator("gitlab_url")
     @classmethod

@@ -10,6 +10,7 @@ RECONCILE_MR = "reconcile_mr"
 RETRY_CI = "retry_ci"
 CHECK_EMPTY_DIFF = "check_empty_diff"
 CHECK_DRIFT = "check_drift"
+AWAIT_CHECKS = "await_checks"
 
 # Highest priority first. A new concern is a new dimension and executor here;
 # the scan itself never changes. Absent rows read as "needed" (DDR-48), so a
@@ -29,6 +30,9 @@ LAST_DIMENSIONS: tuple[tuple[MRDimension, str], ...] = (
 
 def decide_mr(item: MRWorkItem, dimensions: Dimensions) -> Action | None:
     del item  # everything this decider needs is in the dimensions
+    # Merged, waiting for the checks after the merge: nothing else is left to do.
+    if (MRDimension.NEEDS_POST_MERGE, "") in dimensions:
+        return Action(AWAIT_CHECKS) if dimensions.needs(MRDimension.NEEDS_POST_MERGE) else None
     for dimension, action in SINGLE_DIMENSIONS:
         if dimensions.needs(dimension):
             return Action(action)

@@ -15,7 +15,8 @@ executor it triggers reads GitLab), and a timestamp on them would only make a
 later state-carrying event look stale.
 
 Event types (GitLab's `object_kind`): `merge_request`, `pipeline`, `build` (Job
-Hook), `note`, `push`.
+Hook), `note`, `push`; and the service's own `check_signal` (a stored signal
+about the item's commit: see `signals/`).
 """
 
 from __future__ import annotations
@@ -41,11 +42,13 @@ from workqueue.queue import (
     EventResult,
     ItemTypeRegistration,
 )
+from workqueue.signals.signal import CHECK_SIGNAL_EVENT
 from workqueue.types.mr.authorship import stamped_item
 from workqueue.types.mr.models import MRDimension, MRWorkItem
 
 _RECONCILE = DimensionUpdate(MRDimension.NEEDS_RECONCILE, DimensionStatus.TRUE)
 _EMPTY_CHECK_NOW = DimensionUpdate(MRDimension.NEEDS_EMPTY_CHECK, DimensionStatus.TRUE)
+_POST_MERGE = DimensionUpdate(MRDimension.NEEDS_POST_MERGE, DimensionStatus.TRUE)
 
 
 def register_mr_event_handlers(registration: ItemTypeRegistration) -> None:
@@ -55,6 +58,7 @@ def register_mr_event_handlers(registration: ItemTypeRegistration) -> None:
     registration.add_event_handler("build", on_job)
     registration.add_event_handler("note", on_note)
     registration.add_event_handler("push", on_push)
+    registration.add_event_handler(CHECK_SIGNAL_EVENT, on_check_signal)
 
 
 # -- handlers ------------------------------------------------------------------------
@@ -235,6 +239,19 @@ def on_push(context: EventContext) -> EventResult | None:
 
 
 # -- helpers -------------------------------------------------------------------------
+
+
+def on_check_signal(context: EventContext) -> EventResult | None:
+    """A check reported on the item's MR head (the merge gate looks again) or on its merge
+    commit (the wait after the merge looks again). The executors read the checks from the
+    signal store: this event only says when."""
+    item = _item(context)
+    sha = context.body.get("sha")
+    if item.post_merge is not None and sha == item.merge_commit_sha:
+        return EventResult(dimensions=(_POST_MERGE,), reason="a check reported on the merge commit")
+    if item.post_merge is None and sha == item.mr_sha:
+        return EventResult(dimensions=(_RECONCILE,), reason="a check reported on the MR head")
+    return None
 
 
 def is_foreign_push(

@@ -12,6 +12,7 @@ from workqueue.types.gitlab_connection import connect_gitlab
 from workqueue.types.mr import repository
 from workqueue.types.mr.config import CI_CONFIG_PATH_ENTRY, MRTypeConfig
 from workqueue.types.mr.decider import (
+    AWAIT_CHECKS,
     CHECK_DRIFT,
     CHECK_EMPTY_DIFF,
     ENSURE_MR,
@@ -24,6 +25,7 @@ from workqueue.types.mr.executors.check_empty_diff import CheckEmptyDiff
 from workqueue.types.mr.executors.ci_retry import CIRetryExecutor
 from workqueue.types.mr.executors.drift_check import DriftCheck, DriftCounts, push_back_on_events
 from workqueue.types.mr.executors.ensure_mr import EnsureMR
+from workqueue.types.mr.executors.post_merge import AwaitChecks
 from workqueue.types.mr.executors.reconcile_mr import ReconcileMR
 from workqueue.types.mr.lifecycle_hooks import MRCancelRetryHooks
 from workqueue.types.mr.models import MR_ITEM_TYPE, MRWorkItem
@@ -45,6 +47,7 @@ def install_mr(registry: TypeRegistry, section: Mapping[str, Any], context: Inst
     registration.add_executor(RECONCILE_MR, ReconcileMR(client, config=config).reconcile_mr)
     registration.add_executor(RETRY_CI, ci_retry.retry_ci)
     registration.add_executor(CHECK_EMPTY_DIFF, CheckEmptyDiff(client, config).check_empty_diff)
+    registration.add_executor(AWAIT_CHECKS, AwaitChecks(config.checks).await_checks)
     drift = DriftCounts()
     registration.add_executor(CHECK_DRIFT, DriftCheck(client, config, drift).check_drift)
     register_mr_event_handlers(registration)

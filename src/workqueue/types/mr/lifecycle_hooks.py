@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from sqlalchemy.orm import Session
@@ -40,7 +41,21 @@ class MRCancelRetryHooks:
         self._gitlab.close_merge_request(mr_item.project, mr_item.mr_iid)
 
     def reopen_on_retry(self, session: Session, item: WorkItem) -> None:
-        """Retry hook: ask for the branch and MR again (a cancelled item's MR may be closed)."""
+        """Retry hook: ask for the branch and MR again (a cancelled item's MR may be closed);
+        an item that failed on a check after its merge waits for the checks again instead,
+        from now, without touching GitLab."""
+        mr_item = cast("MRWorkItem", item)
+        if mr_item.post_merge is not None:
+            now = datetime.now(UTC).isoformat()
+            # The red results so far are waited on again; the timeout starts afresh.
+            mr_item.post_merge = {**mr_item.post_merge, "waiting_since": now, "retried_at": now}
+            session.flush()
+            enqueue.upsert_dimension(
+                session,
+                item.id,
+                DimensionUpdate(MRDimension.NEEDS_POST_MERGE, DimensionStatus.TRUE),
+            )
+            return
         enqueue.upsert_dimension(
             session, item.id, DimensionUpdate(MRDimension.NEEDS_MR, DimensionStatus.TRUE)
         )

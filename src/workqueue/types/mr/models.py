@@ -24,6 +24,9 @@ class MRDimension(enum.StrEnum):
     NEEDS_CI_RETRY = "needs_ci_retry"  # variant = job name: a failed job may be retried
     NEEDS_EMPTY_CHECK = "needs_empty_check"  # periodic: has the MR's diff become empty?
     NEEDS_DRIFT_CHECK = "needs_drift_check"  # no GitLab news for a while: re-read the MR
+    # Merged, with `checks.after_merge`: look at the checks of the merge commit. Only
+    # exists as a row, written at the merge; from then on it is the item's only concern.
+    NEEDS_POST_MERGE = "needs_post_merge"
 
 
 class CompletionReason(enum.StrEnum):
@@ -86,6 +89,13 @@ class MRWorkItem(WorkItem):
     # what GitLab still shows as the service set it. None before the MR exists,
     # and for MRs opened before migration 0017.
     mr_metadata_set: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    # The commit the merge put on the target (migration 0020): checks after the
+    # merge report on it. None until merged.
+    merge_commit_sha: Mapped[str | None] = mapped_column(sa.Text)
+    # With `checks.after_merge`: the checks a merged item waits for
+    # (`types.mr.post_merge`): {"merge_commit_sha", "waiting_since", "checks": [...]}.
+    # None before the merge and without such checks.
+    post_merge: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     # `work_items.created_at`, copied by a trigger on insert (migration 0014),
     # so project and package lists walk one index newest first. Unmapped: a
     # list key, not a detail of the item.
@@ -113,5 +123,11 @@ class MRWorkItem(WorkItem):
             "ix_mr_details_project_id",
             "project_id",
             postgresql_where=sa.text("project_id IS NOT NULL"),
+        ),
+        # ... and signals about a merge commit (migration 0020).
+        sa.Index(
+            "ix_mr_details_merge_commit_sha",
+            "merge_commit_sha",
+            postgresql_where=sa.text("merge_commit_sha IS NOT NULL"),
         ),
     )

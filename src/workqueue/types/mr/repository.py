@@ -341,6 +341,20 @@ SELECT DISTINCT n, id FROM found ORDER BY n, id
 """
 
 
+def active_items_on_commit(session: Session, project: str, sha: str) -> list[uuid.UUID]:
+    """Active MR items of `project` whose MR head or merge commit is `sha` (signals)."""
+    query = (
+        sa.select(MRWorkItem.id)
+        .where(
+            MRWorkItem.phase == Phase.ACTIVE,
+            MRWorkItem.project_path == project,
+            sa.or_(MRWorkItem.mr_sha == sha, MRWorkItem.merge_commit_sha == sha),
+        )
+        .order_by(MRWorkItem.id)
+    )
+    return list(session.scalars(query))
+
+
 def active_items_for_hooks(
     session: Session, hooks: Sequence[HookCriteria | None]
 ) -> list[list[uuid.UUID]]:

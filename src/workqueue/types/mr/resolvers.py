@@ -23,6 +23,7 @@ the project id the item recorded (`mr_details.project_id`).
 | `note`                     | notes on an MR: `mr_iid` = the MR's iid                   |
 | `push`                     | `refs/heads/X`: `target_branch` = X (empty-diff re-check) |
 |                            | and `source_branch` = X (someone pushed to the bot branch)|
+| `check_signal` (ours)      | `mr_sha` or `merge_commit_sha` = the signal's sha         |
 """
 
 from __future__ import annotations
@@ -42,7 +43,12 @@ from workqueue.gitlab.webhook_bodies import (
     push_hook,
 )
 from workqueue.queue import ItemTypeRegistration, ManyResolver, Resolver
-from workqueue.types.mr.repository import HookCriteria, active_items_for_hooks
+from workqueue.signals.signal import CHECK_SIGNAL_EVENT
+from workqueue.types.mr.repository import (
+    HookCriteria,
+    active_items_for_hooks,
+    active_items_on_commit,
+)
 
 
 def merge_request_criteria(body: Mapping[str, Any]) -> HookCriteria | None:
@@ -155,7 +161,17 @@ MR_RESOLVERS: Mapping[str, Resolver] = {
 """Event type (GitLab `object_kind`) → resolver of one hook."""
 
 
+def signal_items(session: Session, body: Mapping[str, Any]) -> list[uuid.UUID]:
+    """A stored signal's commit (`signals.repository` writes `{"project", "sha"}`)."""
+    project, sha = body.get("project"), body.get("sha")
+    if not isinstance(project, str) or not isinstance(sha, str):
+        return []
+    return active_items_on_commit(session, project, sha)
+
+
 def register_mr_resolvers(registration: ItemTypeRegistration) -> None:
-    """Route the GitLab event types above to `mr` items (call once, from `install_mr`)."""
+    """Route the GitLab event types above, and stored signals, to `mr` items (call once,
+    from `install_mr`)."""
     for event_type, criteria in MR_CRITERIA.items():
         registration.add_resolver(event_type, resolver(criteria), many=resolver_of_many(criteria))
+    registration.add_resolver(CHECK_SIGNAL_EVENT, signal_items)

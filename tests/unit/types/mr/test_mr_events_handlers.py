@@ -525,7 +525,7 @@ def test_handlers_leave_the_item_and_the_body_alone(handler, body):
     assert body == frozen
 
 
-def test_register_attaches_one_handler_per_gitlab_event_type():
+def test_register_attaches_one_handler_per_event_type():
     registry = TypeRegistry()
     registration = registry.register("mr", model=MRWorkItem, decider=decide_mr)
     register_mr_event_handlers(registration)
@@ -535,4 +535,5 @@ def test_register_attaches_one_handler_per_gitlab_event_type():
         "build",
         "note",
         "push",
+        "check_signal",
     }

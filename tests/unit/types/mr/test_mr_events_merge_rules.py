@@ -189,11 +189,14 @@ def test_reasons_not_to_merge(fields, changes, transient, code, why):
 # Codes the merge call itself gives (GitLab's answer to it), not the MR's read:
 # tests/unit/types/mr/test_merge_attempts.py and tests/integration/mr/test_merge_paths_*.py.
 MERGE_CALL_CODES = {BlockerCode.MERGE_REFUSED.value, BlockerCode.IN_MERGE_TRAIN.value}
+# Codes of the external checks (the signal store, not the MR's read):
+# tests/unit/signals/test_verdicts.py and tests/integration/mr/test_mr_checks.py.
+CHECK_CODES = {BlockerCode.CHECKS_PENDING.value, BlockerCode.CHECKS_FAILED.value}
 
 
 def test_every_code_is_covered_by_the_table():
     covered = {case[3] for case in CASES}
-    assert covered == {code.value for code in BlockerCode} - MERGE_CALL_CODES
+    assert covered == {code.value for code in BlockerCode} - MERGE_CALL_CODES - CHECK_CODES
 
 
 MERGE_COMMIT = "c" * 40

@@ -30,6 +30,7 @@ class CheckEmptyDiff:
     def __init__(self, gitlab: GitLabClient, config: MRTypeConfig) -> None:
         self._gitlab = gitlab
         self._interval = timedelta(seconds=config.empty_check_interval_seconds)
+        self._checks = config.checks
 
     def check_empty_diff(self, context: ExecutionContext) -> None:
         item = cast("MRWorkItem", context.item)
@@ -39,7 +40,7 @@ class CheckEmptyDiff:
             return
         if item.mr_iid is not None:
             merge_request = self._gitlab.merge_request(item.project, item.mr_iid)
-            if reflect_terminal(self._gitlab, context, item, merge_request):
+            if reflect_terminal(self._gitlab, context, item, merge_request, self._checks):
                 context.set_dimension(MRDimension.NEEDS_EMPTY_CHECK, DimensionStatus.FALSE)
                 return
             if record_observed(context, item, merge_request):

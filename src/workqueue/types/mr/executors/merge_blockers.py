@@ -44,6 +44,8 @@ class BlockerCode(enum.StrEnum):
     MERGE_REFUSED = "merge_refused"  # GitLab refused the merge (retried with backoff)
     IN_MERGE_TRAIN = "in_merge_train"  # on the merge train: GitLab merges it
     GITLAB_CHECKING = "gitlab_checking"  # GitLab settles it by itself
+    CHECKS_PENDING = "checks_pending"  # an external check (checks.before_merge) is not green yet
+    CHECKS_FAILED = "checks_failed"  # an external check is red on the MR head
     OTHER = "other"  # anything else; the message names GitLab's status
 
 

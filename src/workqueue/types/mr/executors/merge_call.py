@@ -21,9 +21,10 @@ from workqueue.gitlab.client import GitLabClient
 from workqueue.gitlab.errors import PermanentGitLabError
 from workqueue.gitlab.models import MergeRequestInfo
 from workqueue.queue import ExecutionContext
+from workqueue.signals.config import ChecksConfig
 from workqueue.types.mr.executors.merge_attempts import MAX_TRAIN_ADDS, MergeAttempts
 from workqueue.types.mr.executors.merge_blockers import BlockerCode, MergeBlocker, merge_blocker
-from workqueue.types.mr.executors.outcomes import complete_merged, record_observed
+from workqueue.types.mr.executors.outcomes import finish_merged, record_observed
 from workqueue.types.mr.models import MRWorkItem
 
 # Refusals that mean "not now" (see GitLabClient.merge); 406 is pre-16 GitLab's 422.
@@ -40,9 +41,15 @@ class Merging:
     """Merge calls and their refusals, bound to one GitLab client and one backoff."""
 
     def __init__(
-        self, gitlab: GitLabClient, *, retry_base: timedelta, retry_cap: timedelta
+        self,
+        gitlab: GitLabClient,
+        *,
+        retry_base: timedelta,
+        retry_cap: timedelta,
+        checks: ChecksConfig | None = None,
     ) -> None:
         self._gitlab = gitlab
+        self._checks = checks or ChecksConfig()
         self._retry_base = retry_base
         self._retry_cap = retry_cap
 
@@ -146,7 +153,7 @@ class Merging:
             )
             return left, None
         context.audit("mr_merged", mr_iid=item.mr_iid, sha=sha, merge_sha=merged.merge_commit_sha)
-        complete_merged(context, item, "the service merged the MR")
+        finish_merged(context, item, "the service merged the MR", merged, self._checks)
         return None
 
     def _refused(

@@ -13,7 +13,9 @@ from workqueue.gitlab.client import GitLabClient
 from workqueue.gitlab.errors import PermanentGitLabError
 from workqueue.gitlab.models import MergeRequestInfo
 from workqueue.queue import DimensionStatus, ExecutionContext, PermanentError, Phase
+from workqueue.signals.config import ChecksConfig
 from workqueue.types.mr.executors.merge_blockers import MergeBlocker
+from workqueue.types.mr.executors.post_merge import start_waiting
 from workqueue.types.mr.models import CompletionReason, MRDimension, MRWorkItem
 
 EMPTY_DIFF_NOTE = (
@@ -83,11 +85,13 @@ def reflect_terminal(
     context: ExecutionContext,
     item: MRWorkItem,
     merge_request: MergeRequestInfo,
+    checks: ChecksConfig,
 ) -> bool:
-    """Merged or closed on GitLab: end the item accordingly. True when it did."""
+    """Merged or closed on GitLab: end the item accordingly (merged, with checks after
+    the merge: wait for them). True when it did."""
     if merge_request.state == "merged":
         record_observed(context, item, merge_request)
-        complete_merged(context, item, "the MR was merged on GitLab")
+        finish_merged(context, item, "the MR was merged on GitLab", merge_request, checks)
         return True
     if merge_request.state != "closed":
         return False
@@ -109,6 +113,30 @@ def _branch_is_empty(gitlab: GitLabClient, item: MRWorkItem) -> bool:
     if gitlab.branch(item.project, item.source_branch) is None:
         return False
     return not branch_differs(gitlab, item)
+
+
+def finish_merged(
+    context: ExecutionContext,
+    item: MRWorkItem,
+    reason: str,
+    merged: MergeRequestInfo,
+    checks: ChecksConfig,
+) -> None:
+    """The MR is merged: complete the item, or start waiting for the checks after it."""
+    # A fast-forward merge makes no merge commit: the MR head is what landed.
+    item.merge_commit_sha = merged.merge_commit_sha or merged.sha or item.mr_sha
+    if not checks.after_merge or item.merge_commit_sha is None:
+        complete_merged(context, item, reason)
+        return
+    show_blocker(context, item, None)
+    context.set_dimension(MRDimension.NEEDS_RECONCILE, DimensionStatus.FALSE)
+    start_waiting(context, item)
+    context.audit(
+        "post_merge_checks",
+        reason=f"{reason}; waiting for the checks of the merge commit",
+        merge_commit_sha=item.merge_commit_sha,
+        checks=[check.name for check in checks.after_merge],
+    )
 
 
 def complete_merged(context: ExecutionContext, item: MRWorkItem, reason: str) -> None:

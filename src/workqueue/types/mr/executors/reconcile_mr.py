@@ -58,9 +58,11 @@ from typing import cast
 from workqueue.gitlab.client import GitLabClient
 from workqueue.gitlab.models import MergeRequestInfo, ProjectInfo
 from workqueue.queue import DimensionStatus, ExecutionContext
+from workqueue.signals.repository import checks_on
+from workqueue.signals.verdicts import before_merge_gate
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.executors.merge_attempts import MergeAttempts
-from workqueue.types.mr.executors.merge_blockers import MergeBlocker, merge_blocker
+from workqueue.types.mr.executors.merge_blockers import BlockerCode, MergeBlocker, merge_blocker
 from workqueue.types.mr.executors.merge_call import Merging, Verdict, refused_blocker
 from workqueue.types.mr.executors.merged_results import merged_result_tests_head
 from workqueue.types.mr.executors.outcomes import record_observed, reflect_terminal, show_blocker
@@ -93,7 +95,10 @@ class ReconcileMR:
         self._recheck_delay = recheck_delay
         self._clock = clock
         cap = timedelta(seconds=config.merge_retry_max_seconds)
-        self._merging = Merging(gitlab, retry_base=min(merge_retry_base, cap), retry_cap=cap)
+        self._merging = Merging(
+            gitlab, retry_base=min(merge_retry_base, cap), retry_cap=cap, checks=config.checks
+        )
+        self._checks = config.checks
         self._rebases = Rebases(gitlab, auto=config.rebase == "auto")
 
     def reconcile_mr(self, context: ExecutionContext) -> None:
@@ -110,7 +115,7 @@ class ReconcileMR:
             include_rebase_in_progress=True,
             include_diverged_commits_count=project.merge_method in FAST_FORWARD_METHODS,
         )
-        if reflect_terminal(self._gitlab, context, item, merge_request):
+        if reflect_terminal(self._gitlab, context, item, merge_request, self._checks):
             return
         attempts = MergeAttempts.load(item.merge_attempts, item.mr_sha)
         if self._rebases.adopt(context, item, merge_request, attempts):
@@ -147,7 +152,7 @@ class ReconcileMR:
         rebase = self._rebases.blocker(
             context, item, merge_request, attempts, blocker, merge_method=project.merge_method
         )
-        blocker = rebase or blocker
+        blocker = rebase or blocker or self._checks_blocker(context, item)
         if blocker is not None:
             return blocker, None
         now = self._clock() if self._clock is not None else context.now
@@ -156,6 +161,22 @@ class ReconcileMR:
         if train and (gate := self._merging.train_gate(merge_request, attempts)):
             return gate, None
         return self._merging.merge(context, item, attempts, now, train=train)
+
+    def _checks_blocker(self, context: ExecutionContext, item: MRWorkItem) -> MergeBlocker | None:
+        """`checks.before_merge` on the MR head: shown as `check_<name>` dimensions; a
+        signal about the head raises `needs_reconcile` again."""
+        names = self._checks.before_merge
+        if not names or item.mr_sha is None:
+            return None
+        states = checks_on(context.session, item.project, item.mr_sha, set(names))
+        for state in states:
+            green = DimensionStatus.FALSE if state.status == "success" else DimensionStatus.TRUE
+            context.set_dimension(f"check_{state.name}", green, variant=state.variant)
+        gate = before_merge_gate(names, states)
+        if gate is None:
+            return None
+        code = BlockerCode.CHECKS_FAILED if gate.failed else BlockerCode.CHECKS_PENDING
+        return MergeBlocker(code, gate.message)
 
     def _flag_failed_jobs(
         self, context: ExecutionContext, item: MRWorkItem, pipeline_id: int | None

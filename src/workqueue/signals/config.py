@@ -1,0 +1,70 @@
+"""What checks are called and where signals come from: the config's shapes. Pure."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+# A check's name as dimensions (`check_<name>`) and configs spell it.
+CHECK_NAME_PATTERN = r"^[a-z0-9_-]+$"
+CheckName = Annotated[str, Field(pattern=CHECK_NAME_PATTERN, min_length=1, max_length=64)]
+# A variant (component): Konflux component names are DNS labels; allow a little more.
+VARIANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+Variant = Annotated[str, Field(pattern=VARIANT_PATTERN, max_length=128)]
+
+
+class AfterMergeCheck(BaseModel):
+    """A check the merge commit must pass before a merged item completes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: CheckName
+    variants: list[Variant] = Field(
+        default_factory=list,
+        description="expected variants (components); [] = whichever report within "
+        "settle_seconds of the merge",
+    )
+    settle_seconds: float = Field(
+        120, ge=0, description="with variants: [], how long reports are awaited"
+    )
+    timeout_seconds: float = Field(
+        7200, gt=0, description="no green result by then: the item fails"
+    )
+
+    @field_validator("variants")
+    @classmethod
+    def _unique_variants(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("variants must be unique")
+        return value
+
+
+class ChecksConfig(BaseModel):
+    """`handled_types.mr.checks`: external checks that gate the merge and completion."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    before_merge: list[CheckName] = Field(
+        default_factory=list,
+        description="names that must be green on the MR head sha before merging",
+    )
+    after_merge: list[AfterMergeCheck] = Field(
+        default_factory=list,
+        description="names that must be green on the merge commit before the item completes",
+    )
+
+    @field_validator("before_merge")
+    @classmethod
+    def _unique_names(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("before_merge names must be unique")
+        return value
+
+    @field_validator("after_merge")
+    @classmethod
+    def _unique_checks(cls, value: list[AfterMergeCheck]) -> list[AfterMergeCheck]:
+        names = [check.name for check in value]
+        if len(set(names)) != len(names):
+            raise ValueError("after_merge names must be unique")
+        return value
