@@ -185,10 +185,16 @@ class OutboxDeliveryWorker(BackgroundService):
             recompute = (sweep or self._timer_stale) and self._active == 0
             if recompute:
                 self._timer_stale = False
-        if sweep:
-            self._prune()
         if start_drain:
-            self._pool.submit(self._drain)
+            try:
+                self._pool.submit(self._drain)
+            except BaseException:
+                self._drain_ended()  # never started: the slot is free again
+                raise
+        if sweep:
+            # After the drain is on its way: a failing prune (an outage) must not
+            # keep a slot counted for a drain that never started.
+            self._prune()
         if recompute:
             self._recompute_timer()
 
@@ -233,10 +239,13 @@ class OutboxDeliveryWorker(BackgroundService):
             else:
                 logger.exception("outbox: unexpected error while delivering")
         finally:
-            with self._lock:
-                self._active -= 1
-                self._timer_stale = True
-            self._wake.set()
+            self._drain_ended()
+
+    def _drain_ended(self) -> None:
+        with self._lock:
+            self._active -= 1
+            self._timer_stale = True
+        self._wake.set()
 
     def _attempt(self, session: Session, delivery: DueDelivery) -> AuditEntry | None:
         """One attempt, its outcome written to the claimed row; an audit entry on give-up."""

@@ -3,7 +3,8 @@
 The intake resolver, the processing manager's dispatcher, the outbox delivery,
 the attention reconciler and the SQS consumer all run the same loop: sleep
 until woken or until the next round falls due, run a round, and after a
-failed round wait a growing delay (a stop cuts it short) before trying again.
+failed round wait a growing delay (a stop cuts it short, and for some owners a
+wake-up too) before trying again.
 A LISTEN connection, when the owner has one, starts and stops with the thread.
 This module holds that loop once; each owner says what a round is and when the
 next one is due.
@@ -56,6 +57,11 @@ class BackgroundService(abc.ABC):
     unprompted (`seconds_until_next_round`), how a failure is reported
     (`round_failed`) and what stopping releases (`after_stop`).
     """
+
+    # Whether a wake-up cuts a failure's backoff short (a stop always does). For
+    # an owner whose wake-ups say "the database is back" (a listener reconnecting),
+    # not for one woken by every commit, which would turn an outage into a spin.
+    wake_ends_backoff = False
 
     def __init__(
         self,
@@ -149,6 +155,6 @@ class BackgroundService(abc.ABC):
                 failures += 1
                 delay = self._backoff.delay(failures)
                 self.round_failed(error, failures, delay)
-                self._stopping.wait(delay)
+                (self._wake if self.wake_ends_backoff else self._stopping).wait(delay)
             else:
                 failures = 0

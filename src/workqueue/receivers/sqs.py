@@ -166,7 +166,8 @@ class SqsEventConsumer(BackgroundService):
         self._close_client = close_client
         super().__init__(
             thread_name="workqueue-sqs-consumer",
-            backoff=Backoff(initial=0.5, maximum=max_backoff_seconds),
+            # A maximum below the first delay (tests) caps that too.
+            backoff=Backoff(initial=min(0.5, max_backoff_seconds), maximum=max_backoff_seconds),
         )
 
     def start(self) -> None:

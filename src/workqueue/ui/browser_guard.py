@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 from fastapi import HTTPException, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from workqueue.api.middleware.asgi import route_path
+
 UI_PREFIX = "/ui"
 
 CONTENT_SECURITY_POLICY = (
@@ -36,7 +38,8 @@ class DashboardHeaders:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope.get("path", "") if scope["type"] == "http" else ""
+        # Under the app's root path (`--root-path`), as the routes see it.
+        path = route_path(scope) if scope["type"] == "http" else ""
         if path != UI_PREFIX and not path.startswith(UI_PREFIX + "/"):
             await self.app(scope, receive, send)
             return

@@ -118,11 +118,16 @@ def attention_page(request: Request, runtime: RuntimeDep) -> HTMLResponse:
     return _respond(request, runtime, build)
 
 
-def type_page_route(page: DashboardPage) -> Callable[[Request, Runtime], HTMLResponse]:
-    """The route of one type's page (`ui.mount` adds one per page in the catalog)."""
+def type_page_route(
+    item_type: str, page: DashboardPage
+) -> Callable[[Request, Runtime], HTMLResponse]:
+    """The route of one type's page (`ui.mount` adds one per page in the catalog): 404
+    on a replica that does not handle the type, like the type's API."""
 
     def type_page(request: Request, runtime: RuntimeDep) -> HTMLResponse:
         def build(caller: Caller) -> Built:
+            if item_type not in runtime.registry:
+                raise HTTPException(404, f"This service does not handle {item_type} items")
             return type_template(page), dict(page.context(runtime, caller))
 
         return _respond(request, runtime, build)

@@ -41,6 +41,10 @@ ATTEMPTS_ALONE = 3
 class IntakeResolver(BackgroundService):
     """Resolves stored deliveries in batches, one thread per replica."""
 
+    # Its wake-ups (a delivery stored here, the listener reconnecting) mean the
+    # database answers again: resolve now rather than wait out an outage's backoff.
+    wake_ends_backoff = True
+
     def __init__(
         self,
         *,
