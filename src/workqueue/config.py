@@ -19,6 +19,7 @@ from workqueue.queue.audit.config import AuditConfig
 from workqueue.queue.outbox.config import NotificationsConfig
 from workqueue.queue.processing.config import ProcessingConfig
 from workqueue.queue.retention.config import RetentionConfig
+from workqueue.signals.tekton import SignalsConfig
 
 
 class ConfigError(Exception):
@@ -35,6 +36,7 @@ class ServiceConfig(BaseModel):
     audit: AuditConfig = Field(default_factory=AuditConfig)
     webhooks: WebhooksConfig = Field(default_factory=WebhooksConfig)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
+    signals: SignalsConfig = Field(default_factory=SignalsConfig)
     # Each item type validates its own section when the registry is built.
     handled_types: dict[str, dict[str, Any] | None] = Field(default_factory=dict)
 

@@ -31,6 +31,7 @@ def build_client(
     limits: dict[str, Any] | None = None,
     handled_types: dict[str, Any] | None = None,
     notifications: dict[str, Any] | None = None,
+    signals: dict[str, Any] | None = None,
     **app_options: Any,
 ) -> Iterator[httpx.Client]:
     settings = Settings(
@@ -51,6 +52,7 @@ def build_client(
                 {"mr": {"gitlab_url": simulator.url}} if handled_types is None else handled_types
             ),
             "notifications": notifications or {},
+            "signals": signals or {},
         }
     )
     app = create_app(

@@ -19,7 +19,7 @@ DOCS = sorted((ROOT / "docs").rglob("*.md"))
 PATH = re.compile(r"`([\w./-]+\.py)(?::\w+)?`")
 DOTTED = re.compile(r"`(workqueue(?:\.\w+)+)[`(:]")
 # Paths a guide names as the reader's own, not ours (the add-an-item-type example).
-EXAMPLES = ("types/notice/", "versions/0020_")
+EXAMPLES = ("types/notice/", "_notice_details.py")
 # Dotted names that are no modules: a logger's and a span attribute's.
 NOT_MODULES = frozenset({"workqueue.audit", "workqueue.item.id"})
 

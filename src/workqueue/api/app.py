@@ -36,9 +36,10 @@ from workqueue.api.middleware.limits import (
 from workqueue.api.middleware.strict_json import StrictJSONBodies
 from workqueue.api.middleware.unavailable import answer_database_outages
 from workqueue.api.middleware.validation_errors import validation_error_answer
-from workqueue.api.routes import health, item_history, metrics, signals, work_items
+from workqueue.api.routes import health, item_history, metrics, signals, tekton, work_items
 from workqueue.api.routes.attention import router as attention_router
 from workqueue.api.routes.docs_pages import mount_api_docs
+from workqueue.api.routes.tekton import TektonReceiver
 from workqueue.api.webhooks import route as webhooks
 from workqueue.api.webhooks.batcher import MAX_IN_FLIGHT, STORE_TIMEOUT_SECONDS, IntakeBatcher
 from workqueue.api.webhooks.secrets import WebhookSecrets
@@ -61,7 +62,9 @@ from workqueue.ui.mount import mount_dashboard
 logger = logging.getLogger(__name__)
 
 # Routes under /api/ that authenticate on their own (see api/middleware/authentication.py).
-AUTHENTICATES_ITSELF = frozenset({("POST", webhooks.WEBHOOK_PATH), ("GET", "/api/work-items/me")})
+AUTHENTICATES_ITSELF = frozenset(
+    {("POST", webhooks.WEBHOOK_PATH), ("POST", tekton.TEKTON_PATH), ("GET", "/api/work-items/me")}
+)
 
 
 def _answers_behind(loop_lag: LoopLag, batcher: IntakeBatcher) -> Callable[[], float]:
@@ -110,6 +113,7 @@ def create_app(
         # Default: what the largest allowed submission needs, at least 16 MiB.
         max_body_bytes = max(DEFAULT_MAX_BODY_BYTES, _largest_submission_body(registry))
     webhook_secrets = WebhookSecrets.from_settings(settings, config.webhooks)
+    tekton_receiver = TektonReceiver.from_config(config.signals.tekton)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -145,6 +149,7 @@ def create_app(
     app.state.metrics = service_metrics
     app.state.probe_engine = probe_engine
     app.state.webhook_secrets = webhook_secrets
+    app.state.tekton = tekton_receiver
     app.state.webhook_projects = runtime.projects
     setattr(app.state, FAILED_AUTHENTICATIONS_KEY, FailedAuthentications())
     path_limits = {webhooks.WEBHOOK_PATH: webhooks.MAX_BODY_BYTES}
@@ -184,6 +189,7 @@ def create_app(
         *catalog().routers(),
         webhooks.router,
         signals.router,
+        tekton.router,
         attention_router,
         item_history.router,
         work_items.router,
@@ -227,6 +233,7 @@ class ServiceApp(FastAPI):
             await super().__call__(scope, receive, send)
             return
         self.requests_in_flight += 1
+        tekton.take_query_token(scope)  # before anything logs or traces the URL
         if self.answer_rules is not None:
             receive, send = self.answer_rules.exchange(scope, receive, send)
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -64,3 +65,28 @@ class CheckState:
             "url": self.url,
             "updated_at": self.reported_at.isoformat(),
         }
+
+
+def shown_checks(
+    states: Iterable[CheckState], expected: Iterable[tuple[str, Sequence[str]]]
+) -> list[dict[str, str | None]]:
+    """The checks as an item shows them: every stored state, and each expected
+    (name, variant) nothing reported yet as `pending` without a link or time, so a
+    person sees what is still awaited. A name expected without variants awaits
+    variant '' until any variant reports."""
+    shown = {(state.name, state.variant): state.shown() for state in states}
+    reported_names = {name for name, _ in shown}
+    for name, variants in expected:
+        awaited = list(variants) or ([] if name in reported_names else [""])
+        for variant in awaited:
+            shown.setdefault(
+                (name, variant),
+                {
+                    "name": name,
+                    "variant": variant,
+                    "status": CheckStatus.PENDING.value,
+                    "url": None,
+                    "updated_at": None,
+                },
+            )
+    return [shown[key] for key in sorted(shown)]

@@ -84,12 +84,13 @@ def test_two_components_green_after_the_merge_complete_the_item(sessions):
 
         report(world, merge_sha, "api", "running")
         report(world, merge_sha, "api", "success")
-        wait_shown(world, item_id, [("api", "success")])
+        wait_shown(world, item_id, [("api", "success"), ("worker", "pending")])
         world.wait_settled()
         assert world.item(item_id).phase == Phase.ACTIVE  # worker has not reported
         checks = world.detail(item_id).post_merge["checks"]
         assert [(c["variant"], c["status"], c["url"]) for c in checks] == [
-            ("api", "success", f"{LOGS}api")
+            ("api", "success", f"{LOGS}api"),
+            ("worker", "pending", None),  # awaited: shown, without a link
         ]
 
         report(world, merge_sha, "worker", "success")
@@ -202,6 +203,10 @@ def test_a_before_merge_check_holds_a_green_mr(sessions):
         assert world.merge_calls() == []
         assert world.detail(item_id).merge_blocker["code"] == "checks_pending"
         assert "scan" in world.detail(item_id).merge_blocker["message"]
+        # Shown as awaited on the item (`details.checks`), without a link yet.
+        assert [(c["name"], c["status"], c["url"]) for c in world.detail(item_id).checks] == [
+            ("scan", "pending", None)
+        ]
 
         report(world, head, "", "failed", name="scan")
         wait_until(
@@ -209,6 +214,9 @@ def test_a_before_merge_check_holds_a_green_mr(sessions):
             what="checks_failed",
         )
         assert world.merge_calls() == []
+        assert [(c["status"], c["url"]) for c in world.detail(item_id).checks] == [
+            ("failed", f"{LOGS}")
+        ]
         # A report on another commit changes nothing for this MR.
         report(world, "f" * 40, "", "success", name="scan")
         world.wait_settled()

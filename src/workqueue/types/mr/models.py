@@ -96,6 +96,10 @@ class MRWorkItem(WorkItem):
     # (`types.mr.post_merge`): {"merge_commit_sha", "waiting_since", "checks": [...]}.
     # None before the merge and without such checks.
     post_merge: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    # With `checks.before_merge`: the MR head's checks as last read (migration
+    # 0021), [{"name", "variant", "status", "url", "updated_at"}], awaited ones
+    # `pending`. None without such checks.
+    checks: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONB)
     # `work_items.created_at`, copied by a trigger on insert (migration 0014),
     # so project and package lists walk one index newest first. Unmapped: a
     # list key, not a detail of the item.

@@ -17,9 +17,9 @@ from datetime import datetime
 from typing import Any, cast
 
 from workqueue.queue import DimensionStatus, ExecutionContext, Phase
-from workqueue.signals.config import ChecksConfig
+from workqueue.signals.config import AfterMergeCheck, ChecksConfig
 from workqueue.signals.repository import checks_on
-from workqueue.signals.signal import CheckState
+from workqueue.signals.signal import CheckState, shown_checks
 from workqueue.signals.verdicts import Ending, post_merge_verdict
 from workqueue.types.mr.models import CompletionReason, MRDimension, MRWorkItem
 
@@ -49,7 +49,7 @@ class AwaitChecks:
             return
         names = {check.name for check in self._checks.after_merge}
         states = checks_on(context.session, item.project, sha, names)
-        _show(context, item, post_merge, states)
+        _show(context, item, post_merge, states, self._checks.after_merge)
         verdict = post_merge_verdict(
             self._checks.after_merge,
             states,
@@ -78,9 +78,11 @@ def _show(
     item: MRWorkItem,
     post_merge: dict[str, Any],
     states: list[CheckState],
+    expected: list[AfterMergeCheck],
 ) -> None:
-    """`details.post_merge.checks` and the `check_<name>` dimensions (false once green)."""
-    shown = [state.shown() for state in states]
+    """`details.post_merge.checks` (expected variants not reported yet as `pending`) and
+    the `check_<name>` dimensions of the reported ones (false once green)."""
+    shown = shown_checks(states, [(check.name, check.variants) for check in expected])
     if shown != post_merge.get("checks"):
         item.post_merge = {**post_merge, "checks": shown}
     for state in states:

@@ -59,6 +59,7 @@ from workqueue.gitlab.client import GitLabClient
 from workqueue.gitlab.models import MergeRequestInfo, ProjectInfo
 from workqueue.queue import DimensionStatus, ExecutionContext
 from workqueue.signals.repository import checks_on
+from workqueue.signals.signal import shown_checks
 from workqueue.signals.verdicts import before_merge_gate
 from workqueue.types.mr.config import MRTypeConfig
 from workqueue.types.mr.executors.merge_attempts import MergeAttempts
@@ -169,6 +170,9 @@ class ReconcileMR:
         if not names or item.mr_sha is None:
             return None
         states = checks_on(context.session, item.project, item.mr_sha, set(names))
+        shown = shown_checks(states, [(name, []) for name in names])
+        if shown != item.checks:
+            item.checks = shown
         for state in states:
             green = DimensionStatus.FALSE if state.status == "success" else DimensionStatus.TRUE
             context.set_dimension(f"check_{state.name}", green, variant=state.variant)

@@ -1,0 +1,230 @@
+"""`POST /api/webhooks/tekton`: Tekton PipelineRun CloudEvents become signals.
+
+The CloudEvents HTTP binding, binary or structured mode, is read by the
+CloudEvents SDK. The sender proves itself with a bearer token holding
+`report` on each run's project, or, when it cannot set headers (Tekton's
+events controller), with the secret of `signals.tekton.secret_env` in the
+URL's `token` parameter, which reports on `signals.tekton.projects` only. The
+token is taken out of the request before anything logs or traces its URL
+(`take_query_token`, called by the app first), and compared in constant time.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+from urllib.parse import parse_qsl, urlencode
+
+from cloudevents.exceptions import GenericException
+from cloudevents.http import from_http
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ValidationError
+from starlette.types import Scope
+
+from workqueue.api.caller_state import Caller
+from workqueue.api.deps import CallerAuthenticationError, RuntimeDep, require_on_project
+from workqueue.api.middleware.asgi import route_path
+from workqueue.api.middleware.authentication import authenticate_request
+from workqueue.api.routes.signals import (
+    MAX_CLOCK_SKEW,
+    SIGNAL_ITEM_TYPE,
+    SignalRequest,
+    accept_signal,
+)
+from workqueue.api.schemas import error_responses
+from workqueue.project_patterns import path_matches, scope_regexes
+from workqueue.signals.signal import Signal
+from workqueue.signals.tekton import NotAPipelineRunError, TektonConfig, run_reports
+
+logger = logging.getLogger(__name__)
+
+TEKTON_PATH = "/api/webhooks/tekton"
+# Names, not secrets:
+TOKEN_PARAMETER = "token"  # noqa: S105
+_TOKEN_KEY = "workqueue.tekton_token"  # noqa: S105
+SECRET_REPORTER = "tekton-events"  # noqa: S105
+
+router = APIRouter(tags=["external checks"])
+
+
+def take_query_token(scope: Scope) -> None:
+    """Move `?token=` of a Tekton delivery into the request's state, out of its URL: the
+    access log, traces and errors then never see it."""
+    if scope.get("method") != "POST" or route_path(scope) != TEKTON_PATH:
+        return
+    query = scope.get("query_string", b"").decode("latin-1")
+    if not query:
+        return
+    pairs = parse_qsl(query, keep_blank_values=True)
+    tokens = [value for name, value in pairs if name == TOKEN_PARAMETER]
+    if not tokens:
+        return
+    scope.setdefault("state", {})[_TOKEN_KEY] = tokens
+    rest = [(name, value) for name, value in pairs if name != TOKEN_PARAMETER]
+    scope["query_string"] = urlencode(rest).encode("latin-1")
+
+
+@dataclass(frozen=True)
+class TektonReceiver:
+    """`signals.tekton` and its secret, read once at startup (`app.state.tekton`)."""
+
+    config: TektonConfig
+    secret: str | None
+
+    @classmethod
+    def from_config(cls, config: TektonConfig) -> TektonReceiver:
+        if config.secret_env is None:
+            return cls(config, None)
+        secret = os.environ.get(config.secret_env, "")
+        if len(secret) < 16:
+            raise ValueError(
+                f"signals.tekton.secret_env: {config.secret_env} must hold a secret of at "
+                "least 16 characters"
+            )
+        return cls(config, secret)
+
+    def secret_matches(self, tokens: list[str]) -> bool:
+        if self.secret is None or len(tokens) != 1:
+            return False
+        return hmac.compare_digest(tokens[0].encode(), self.secret.encode())
+
+    def secret_may_report(self, project: str) -> bool:
+        return path_matches(scope_regexes(self.config.projects or [], {}), project)
+
+
+class TektonAnswer(BaseModel):
+    status: Literal["accepted", "duplicate", "ignored"]
+    signals: int  # signals the event made (one per matching check)
+
+
+@router.post(
+    TEKTON_PATH,
+    status_code=202,
+    response_model=TektonAnswer,
+    responses=error_responses(400, 401, 403, 413),
+)
+async def tekton_event(request: Request, runtime: RuntimeDep) -> TektonAnswer:
+    """One PipelineRun CloudEvent: each configured check it matches is a signal."""
+    receiver: TektonReceiver = request.app.state.tekton
+    caller = await _caller(request, runtime, receiver)
+    body = await request.body()
+    try:
+        event = from_http(dict(request.headers), body)
+    except (GenericException, ValueError) as error:
+        raise _invalid("body", f"not a CloudEvent: {error}") from None
+    attributes = event.get_attributes()
+    time = _time(attributes.get("time"))
+    try:
+        reports = run_reports(
+            str(attributes.get("type", "")), event.get_data(), time, receiver.config.checks
+        )
+    except NotAPipelineRunError:
+        return TektonAnswer(status="ignored", signals=0)
+    if not reports:
+        return TektonAnswer(status="ignored", signals=0)
+    signals = [_checked(report) for report in reports]
+    for signal in signals:
+        _authorise(runtime, caller, receiver, signal.project)
+    # The CloudEvent id names the delivery: a resend by the events controller is a duplicate.
+    event_id = str(attributes.get("id", ""))[:200]
+    outcomes = []
+    for signal in signals:
+        key = f"tekton:{attributes.get('source', '')}:{event_id}:{signal.name}"[:255]
+        recorded = await run_in_threadpool(
+            accept_signal,
+            runtime,
+            signal,
+            source="tekton",
+            reporter=SECRET_REPORTER if caller is None else caller.identity,
+            key=key if event_id else None,
+        )
+        outcomes.append(recorded.outcome.value)
+    status = "duplicate" if all(o == "duplicate" for o in outcomes) else "accepted"
+    return TektonAnswer(status=status, signals=len(signals))
+
+
+async def _caller(request: Request, runtime: RuntimeDep, receiver: TektonReceiver) -> Caller | None:
+    """The bearer token's caller; None for the secret; 401 without either."""
+    authorization = request.headers.get("authorization")
+    if authorization is not None:
+        try:
+            return await run_in_threadpool(
+                authenticate_request, request.scope, runtime.gatekeeper, authorization
+            )
+        except CallerAuthenticationError as error:
+            raise HTTPException(401, str(error), headers={"WWW-Authenticate": "Bearer"}) from None
+    tokens = request.scope.get("state", {}).get(_TOKEN_KEY, [])
+    if receiver.secret_matches(tokens):
+        return None
+    logger.warning("tekton event refused: %s token", "a wrong" if tokens else "no")
+    raise HTTPException(
+        401, "a bearer token or the events secret is needed", headers={"WWW-Authenticate": "Bearer"}
+    )
+
+
+def _authorise(
+    runtime: RuntimeDep, caller: Caller | None, receiver: TektonReceiver, project: str
+) -> None:
+    if caller is not None:
+        require_on_project(runtime, caller, "report", SIGNAL_ITEM_TYPE, project)
+    elif not receiver.secret_may_report(project):
+        raise HTTPException(403, f"the events secret may not report on project {project}")
+
+
+def _checked(report: Any) -> Signal:
+    """The run's signal, held to the rules of `POST /api/signals` (422 naming the field)."""
+    try:
+        request = SignalRequest(
+            project=report.project or "",
+            sha=report.sha or "",
+            name=report.name,
+            variant=report.variant,
+            status=report.status,
+            url=report.url,
+            timestamp=report.reported_at,
+        )
+    except ValidationError as error:
+        problems = [
+            {
+                "loc": ("body", "pipelineRun", *problem["loc"]),
+                "msg": problem["msg"],
+                "type": problem["type"],
+            }
+            for problem in error.errors()
+        ]
+        raise RequestValidationError(problems) from None
+    now = datetime.now(UTC)
+    reported_at = request.timestamp or now
+    if reported_at > now + MAX_CLOCK_SKEW:
+        raise _invalid("time", "more than 5 minutes in the future")
+    return Signal(
+        project=request.project,
+        sha=request.sha,
+        name=request.name,
+        variant=request.variant,
+        status=request.status,
+        reported_at=reported_at,
+        url=request.url,
+    )
+
+
+def _time(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value if value.tzinfo is not None else None
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            return None
+        return parsed if parsed.tzinfo is not None else None
+    return None
+
+
+def _invalid(field: str, message: str) -> RequestValidationError:
+    return RequestValidationError([{"loc": ("body", field), "msg": message, "type": "value_error"}])

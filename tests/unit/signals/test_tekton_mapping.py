@@ -1,0 +1,124 @@
+"""PipelineRun CloudEvents to signals: the mapping, as table tests. Pure."""
+
+from __future__ import annotations
+
+import pytest
+from tekton_sender import pipeline_run
+
+from workqueue.signals.signal import CheckStatus
+from workqueue.signals.tekton import (
+    NotAPipelineRunError,
+    TektonCheck,
+    TektonConfig,
+    TektonMatch,
+    project_of,
+    run_reports,
+)
+
+SHA = "b" * 40
+DEFAULT = TektonConfig().checks
+
+
+@pytest.mark.parametrize(
+    ("reason", "condition", "status"),
+    [
+        ("started", "Started", CheckStatus.PENDING),
+        ("running", "Running", CheckStatus.RUNNING),
+        ("successful", "Succeeded", CheckStatus.SUCCESS),
+        ("failed", "Failed", CheckStatus.FAILED),
+        ("failed", "PipelineRunTimeout", CheckStatus.FAILED),
+        ("failed", "Cancelled", CheckStatus.CANCELED),
+        ("failed", "StoppedRunningFinally", CheckStatus.CANCELED),
+        ("unknown", "Running", CheckStatus.RUNNING),
+    ],
+)
+def test_each_pipelinerun_event_has_its_status(reason, condition, status):
+    data = pipeline_run(sha=SHA, reason=condition)
+    (report,) = run_reports(f"dev.tekton.event.pipelinerun.{reason}.v1", data, None, DEFAULT)
+    assert report.status is status
+    assert (report.project, report.sha, report.name, report.variant) == (
+        "team/app",
+        SHA,
+        "build",
+        "api",
+    )
+    assert report.url == "https://konflux.example/ns/pipelinerun/build-1"
+
+
+@pytest.mark.parametrize(
+    "event_type",
+    [
+        "dev.tekton.event.taskrun.successful.v1",  # a TaskRun, not the pipeline
+        "dev.tekton.event.pipelinerun.successful.v2",
+        "dev.tekton.event.pipelinerun.exploded.v1",
+        "com.example.other",
+    ],
+)
+def test_other_events_are_not_pipelinerun_events(event_type):
+    with pytest.raises(NotAPipelineRunError):
+        run_reports(event_type, pipeline_run(sha=SHA), None, DEFAULT)
+
+
+@pytest.mark.parametrize("data", [None, [], {}, {"pipelineRun": []}, {"pipelineRun": {}}])
+def test_data_without_a_pipelinerun_is_refused(data):
+    with pytest.raises(NotAPipelineRunError):
+        run_reports("dev.tekton.event.pipelinerun.successful.v1", data, None, DEFAULT)
+
+
+def test_the_default_check_takes_konflux_push_builds_only():
+    successful = "dev.tekton.event.pipelinerun.successful.v1"
+    on_mr = pipeline_run(sha=SHA, event_type="Merge_Request")
+    assert run_reports(successful, on_mr, None, DEFAULT) == []
+    checks = [
+        TektonCheck(name="build", match=TektonMatch(annotations={})),
+        TektonCheck(
+            name="release",
+            match=TektonMatch(labels={"tekton.dev/pipeline": "build"}),
+            variant_from="annotations.pipelinesascode.tekton.dev/event-type",
+        ),
+    ]
+    reports = run_reports(successful, on_mr, None, checks)
+    assert [(r.name, r.variant) for r in reports] == [
+        ("build", "api"),
+        ("release", "Merge_Request"),
+    ]
+    # A run without the component label reports the check's single variant "".
+    (lone,) = run_reports(successful, pipeline_run(sha=SHA, component=None), None, DEFAULT)
+    assert lone.variant == ""
+
+
+@pytest.mark.parametrize(
+    ("annotations", "project"),
+    [
+        (
+            {
+                "pipelinesascode.tekton.dev/url-org": "team/sub",
+                "pipelinesascode.tekton.dev/url-repository": "app",
+            },
+            "team/sub/app",
+        ),
+        (
+            {"pipelinesascode.tekton.dev/repo-url": "https://gitlab.example/team/app.git"},
+            "team/app",
+        ),
+        ({"pipelinesascode.tekton.dev/repo-url": "https://gitlab.example/"}, None),
+        ({"pipelinesascode.tekton.dev/url-org": "team"}, None),
+        ({}, None),
+    ],
+)
+def test_the_project_comes_from_pipelines_as_code(annotations, project):
+    assert project_of(annotations) == project
+
+
+@pytest.mark.parametrize(
+    ("section", "reason"),
+    [
+        ({"secret_env": "TEKTON_SECRET"}, "secret_env needs projects"),
+        ({"secret_env": "lower", "projects": ["a/b"]}, "should match pattern"),
+        ({"secret_env": "S", "projects": ["{project_path}"]}, "carries no claims"),
+        ({"checks": [{"name": "b", "variant_from": "spec.x"}]}, "variant_from must be"),
+    ],
+)
+def test_tekton_config_mistakes_are_refused(section, reason):
+    with pytest.raises(ValueError, match=reason):
+        TektonConfig.model_validate(section)
