@@ -19,7 +19,7 @@ from workqueue.queue.audit.config import AuditConfig
 from workqueue.queue.outbox.config import NotificationsConfig
 from workqueue.queue.processing.config import ProcessingConfig
 from workqueue.queue.retention.config import RetentionConfig
-from workqueue.signals.tekton import SignalsConfig
+from workqueue.signals.sources import SignalsConfig
 
 
 class ConfigError(Exception):

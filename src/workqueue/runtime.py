@@ -126,6 +126,8 @@ class ServiceRuntime:
             on_stored=manager.intake.stored_here,  # its NOTIFY wakes the resolver
             metrics=self.metrics,
             projects=self.projects,
+            signals=self.config.signals,
+            audit=self.audit,
         )
         self._started = _Started(deliveries, attention, manager, consumer)
         manager.start()

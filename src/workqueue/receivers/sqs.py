@@ -29,6 +29,13 @@ processed by their own work-item threads (DDR-29/30).
   that is not JSON (poison) is deleted with a warning; one whose storage fails
   for another reason stays and is redelivered after the visibility timeout
   (configure a redrive policy / DLQ on the queue for messages that never pass).
+* Signals (external checks, `signals.sqs`): a body shaped like a report of
+  `POST /api/signals`, or a PipelineRun CloudEvent in structured mode, is a
+  signal message (`signals.messages`). With no credential in it, whoever may
+  send to the queue reports on `signals.sqs.projects`; without that setting,
+  or for another project, or when invalid, the message is deleted with a
+  warning and nothing is stored. Its key: the event's source and id for a
+  CloudEvent, the delivery key for a report.
 * Shutdown: `stop()` before `ProcessingManager.stop()` (DDR-36). Messages
   received after `stop()` was called are not processed: they reappear after
   the visibility timeout, for this or another replica.
@@ -40,6 +47,7 @@ import hashlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -49,6 +57,8 @@ from workqueue.db.errors import is_database_unavailable
 from workqueue.db.transactions import run_in_transaction
 from workqueue.gitlab.webhook_bodies import GITLAB_EVENT_TYPES, gitlab_event_type
 from workqueue.observability.service_metrics import ServiceMetrics
+from workqueue.project_patterns import path_matches, scope_regexes
+from workqueue.queue.audit.log import AuditLog
 from workqueue.queue.background import BackgroundService, Backoff
 from workqueue.queue.intake.deliveries import store_delivery
 from workqueue.queue.intake.pending_events import IngestStatus, parse_event_body
@@ -60,6 +70,9 @@ from workqueue.receivers.projects import (
     contradiction,
 )
 from workqueue.settings import Settings
+from workqueue.signals.intake import accept_signal
+from workqueue.signals.messages import BadSignalMessageError, MessageSignals, message_signals
+from workqueue.signals.sources import SignalsConfig
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -69,6 +82,7 @@ logger = logging.getLogger(__name__)
 
 SQS_SOURCE = "sqs"  # received_deliveries.source
 SQS_PAYER = "sqs"  # whose look-up budget the consumer's project checks spend
+SQS_REPORTER = "sqs"  # who reported a signal that came over the queue
 DEFAULT_WAIT_SECONDS = 10  # long poll; also bounds how long stop() may wait for the thread
 MAX_BATCH = 10  # SQS limit for receive and delete batches
 _EVENT_ATTRIBUTE = "x-gitlab-event"
@@ -142,6 +156,8 @@ class SqsEventConsumer(BackgroundService):
         projects: ProjectDirectory,
         on_stored: Callable[[], None] | None = None,
         metrics: ServiceMetrics | None = None,
+        signals: SignalsConfig | None = None,
+        audit: AuditLog | None = None,
         wait_seconds: int = DEFAULT_WAIT_SECONDS,
         max_messages: int = MAX_BATCH,
         max_backoff_seconds: float = 30.0,
@@ -149,6 +165,7 @@ class SqsEventConsumer(BackgroundService):
     ) -> None:
         """`projects` checks each body's project id and path with GitLab; `on_stored`
         is called after a batch stored deliveries (wakes the intake resolver);
+        `signals`/`audit`: where signal messages may report, and their audit;
         `close_client`: the consumer owns `client` and closes it once stopped."""
         if not 0 <= wait_seconds <= 20:
             raise ValueError("wait_seconds must be between 0 and 20 (the SQS limit)")
@@ -161,6 +178,9 @@ class SqsEventConsumer(BackgroundService):
         self._projects = projects
         self._on_stored = on_stored
         self._metrics = metrics
+        self._signals = signals or SignalsConfig()
+        self._audit = audit or AuditLog()
+        self._signal_scope = scope_regexes(self._signals.sqs.projects or [], {})
         self._wait_seconds = wait_seconds
         self._max_messages = max_messages
         self._close_client = close_client
@@ -226,6 +246,9 @@ class SqsEventConsumer(BackgroundService):
             return True
         event_type = event.event_type
         if event_type is None:
+            signals = self._signal_message(message_id, event.body)
+            if signals is not None:
+                return self._store_signals(message_id, event.delivery_key, signals)
             logger.info("SQS message %s holds no GitLab event type: deleted", message_id)
             return True
         verdict = self._project_verdict(message_id, event_type, event.body)
@@ -255,6 +278,54 @@ class SqsEventConsumer(BackgroundService):
             if self._metrics is not None:
                 self._metrics.events_received.labels(SQS_SOURCE).inc()
         logger.debug("SQS message %s: %s", message_id, status)
+        return True
+
+    def _signal_message(self, message_id: str, body: Mapping[str, Any]) -> MessageSignals | None:
+        """The message's signals, None for no signal message; a bad one is logged and
+        answered with no signals (deleted unstored)."""
+        try:
+            return message_signals(body, self._signals.tekton.checks, datetime.now(UTC))
+        except BadSignalMessageError as error:
+            logger.warning("SQS message %s deleted: %s", message_id, error)
+            return MessageSignals([])
+
+    def _store_signals(self, message_id: str, delivery_key: str, found: MessageSignals) -> bool:
+        """Store a signal message's signals when the queue may report on their projects;
+        True: the message may be deleted."""
+        refused = [
+            signal.project
+            for signal, _ in found.signals
+            if not path_matches(self._signal_scope, signal.project)
+        ]
+        if refused:
+            why = (
+                "signals.sqs.projects is not configured"
+                if self._signals.sqs.projects is None
+                else f"signals.sqs.projects does not hold {refused[0]}"
+            )
+            logger.warning("SQS message %s deleted unstored: a signal, and %s", message_id, why)
+            return True
+        changed = False
+        for signal, key in found.signals:
+            try:
+                recorded = accept_signal(
+                    self._sessions,
+                    self._registry,
+                    self._audit,
+                    signal,
+                    source=SQS_SOURCE,
+                    reporter=SQS_REPORTER,
+                    key=key or f"sqs:{delivery_key}"[:255],
+                )
+            except Exception as error:
+                if is_database_unavailable(error):
+                    raise
+                logger.exception("SQS message %s not stored; it will be redelivered", message_id)
+                return False
+            changed = changed or recorded.changed
+        if changed and self._on_stored is not None:
+            self._on_stored()
+        logger.debug("SQS message %s: %d signals", message_id, len(found.signals))
         return True
 
     def _project_verdict(self, message_id: str, event_type: str, body: Any) -> bool | None:
@@ -307,6 +378,8 @@ def build_sqs_consumer(
     projects: ProjectDirectory,
     on_stored: Callable[[], None] | None = None,
     metrics: ServiceMetrics | None = None,
+    signals: SignalsConfig | None = None,
+    audit: AuditLog | None = None,
     wait_seconds: int = DEFAULT_WAIT_SECONDS,
 ) -> SqsEventConsumer | None:
     """The consumer for `WORKQUEUE_SERVICE_EVENTS_QUEUE_URL`; None when it is unset.
@@ -341,6 +414,8 @@ def build_sqs_consumer(
         projects=projects,
         on_stored=on_stored,
         metrics=metrics,
+        signals=signals,
+        audit=audit,
         wait_seconds=wait_seconds,
         close_client=True,
     )

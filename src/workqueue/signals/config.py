@@ -6,12 +6,26 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from workqueue.project_patterns import pattern_problem, placeholders
+
 # A check's name as dimensions (`check_<name>`) and configs spell it.
 CHECK_NAME_PATTERN = r"^[a-z0-9_-]+$"
 CheckName = Annotated[str, Field(pattern=CHECK_NAME_PATTERN, min_length=1, max_length=64)]
 # A variant (component): Konflux component names are DNS labels; allow a little more.
 VARIANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 Variant = Annotated[str, Field(pattern=VARIANT_PATTERN, max_length=128)]
+
+
+def claimless_patterns(value: list[str] | None) -> list[str] | None:
+    """Project patterns for a sender that carries no claims (a shared secret, a queue):
+    valid patterns without `{placeholders}`."""
+    for pattern in value or []:
+        problem = pattern_problem(pattern)
+        if problem is None and placeholders(pattern):
+            problem = f"{pattern!r}: this sender carries no claims for {{placeholders}}"
+        if problem:
+            raise ValueError(problem)
+    return value
 
 
 class AfterMergeCheck(BaseModel):

@@ -24,8 +24,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from workqueue.project_patterns import pattern_problem, placeholders
-from workqueue.signals.config import CheckName
+from workqueue.signals.config import CheckName, claimless_patterns
 from workqueue.signals.signal import CheckStatus
 
 PAC = "pipelinesascode.tekton.dev/"
@@ -112,30 +111,13 @@ class TektonConfig(BaseModel):
         description="projects a sender holding the secret may report on (required with secret_env)",
     )
 
-    @field_validator("projects")
-    @classmethod
-    def _patterns(cls, value: list[str] | None) -> list[str] | None:
-        for pattern in value or []:
-            problem = pattern_problem(pattern)
-            if problem is None and placeholders(pattern):
-                problem = f"{pattern!r}: a secret carries no claims for {{placeholders}}"
-            if problem:
-                raise ValueError(problem)
-        return value
+    _patterns = field_validator("projects")(claimless_patterns)
 
     @model_validator(mode="after")
     def _secret_is_scoped(self) -> TektonConfig:
         if self.secret_env is not None and self.projects is None:
             raise ValueError("secret_env needs projects: the secret reports on those only")
         return self
-
-
-class SignalsConfig(BaseModel):
-    """`signals:` where external checks come from besides `POST /api/signals`."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    tekton: TektonConfig = Field(default_factory=TektonConfig)
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,3 +214,24 @@ def _matches(match: TektonMatch, annotations: Mapping[str, str], labels: Mapping
     return all(annotations.get(k) == v for k, v in match.annotations.items()) and all(
         labels.get(k) == v for k, v in match.labels.items()
     )
+
+
+def event_time(value: Any) -> datetime | None:
+    """A CloudEvent's `time` as an aware datetime; None when absent or without a zone."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return value
+    return None
+
+
+def event_key(attributes: Mapping[str, Any], check: str) -> str | None:
+    """The key that makes a resent event a duplicate: its source and id name the
+    delivery (CloudEvents: unique per source), one key per check it feeds."""
+    event_id = str(attributes.get("id") or "")[:200]
+    if not event_id:
+        return None
+    return f"tekton:{attributes.get('source', '')}:{event_id}:{check}"[:255]

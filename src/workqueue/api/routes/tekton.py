@@ -16,7 +16,7 @@ import logging
 import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import parse_qsl, urlencode
 
 from cloudevents.exceptions import GenericException
@@ -31,16 +31,19 @@ from workqueue.api.caller_state import Caller
 from workqueue.api.deps import CallerAuthenticationError, RuntimeDep, require_on_project
 from workqueue.api.middleware.asgi import route_path
 from workqueue.api.middleware.authentication import authenticate_request
-from workqueue.api.routes.signals import (
-    MAX_CLOCK_SKEW,
-    SIGNAL_ITEM_TYPE,
-    SignalRequest,
-    accept_signal,
-)
+from workqueue.api.routes.signals import invalid, store_signal
 from workqueue.api.schemas import error_responses
 from workqueue.project_patterns import path_matches, scope_regexes
+from workqueue.signals.intake import SIGNAL_ITEM_TYPE, TooFarAheadError, run_signal
 from workqueue.signals.signal import Signal
-from workqueue.signals.tekton import NotAPipelineRunError, TektonConfig, run_reports
+from workqueue.signals.tekton import (
+    NotAPipelineRunError,
+    RunReport,
+    TektonConfig,
+    event_key,
+    event_time,
+    run_reports,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -117,9 +120,9 @@ async def tekton_event(request: Request, runtime: RuntimeDep) -> TektonAnswer:
     try:
         event = from_http(dict(request.headers), body)
     except (GenericException, ValueError) as error:
-        raise _invalid("body", f"not a CloudEvent: {error}") from None
+        raise invalid("body", f"not a CloudEvent: {error}") from None
     attributes = event.get_attributes()
-    time = _time(attributes.get("time"))
+    time = event_time(attributes.get("time"))
     try:
         reports = run_reports(
             str(attributes.get("type", "")), event.get_data(), time, receiver.config.checks
@@ -128,21 +131,19 @@ async def tekton_event(request: Request, runtime: RuntimeDep) -> TektonAnswer:
         return TektonAnswer(status="ignored", signals=0)
     if not reports:
         return TektonAnswer(status="ignored", signals=0)
-    signals = [_checked(report) for report in reports]
+    now = datetime.now(UTC)
+    signals = [_checked(report, now) for report in reports]
     for signal in signals:
         _authorise(runtime, caller, receiver, signal.project)
-    # The CloudEvent id names the delivery: a resend by the events controller is a duplicate.
-    event_id = str(attributes.get("id", ""))[:200]
     outcomes = []
     for signal in signals:
-        key = f"tekton:{attributes.get('source', '')}:{event_id}:{signal.name}"[:255]
         recorded = await run_in_threadpool(
-            accept_signal,
+            store_signal,
             runtime,
             signal,
             source="tekton",
             reporter=SECRET_REPORTER if caller is None else caller.identity,
-            key=key if event_id else None,
+            key=event_key(attributes, signal.name),  # a resent event is a duplicate
         )
         outcomes.append(recorded.outcome.value)
     status = "duplicate" if all(o == "duplicate" for o in outcomes) else "accepted"
@@ -177,18 +178,10 @@ def _authorise(
         raise HTTPException(403, f"the events secret may not report on project {project}")
 
 
-def _checked(report: Any) -> Signal:
+def _checked(report: RunReport, now: datetime) -> Signal:
     """The run's signal, held to the rules of `POST /api/signals` (422 naming the field)."""
     try:
-        request = SignalRequest(
-            project=report.project or "",
-            sha=report.sha or "",
-            name=report.name,
-            variant=report.variant,
-            status=report.status,
-            url=report.url,
-            timestamp=report.reported_at,
-        )
+        return run_signal(report, now)
     except ValidationError as error:
         problems = [
             {
@@ -199,32 +192,5 @@ def _checked(report: Any) -> Signal:
             for problem in error.errors()
         ]
         raise RequestValidationError(problems) from None
-    now = datetime.now(UTC)
-    reported_at = request.timestamp or now
-    if reported_at > now + MAX_CLOCK_SKEW:
-        raise _invalid("time", "more than 5 minutes in the future")
-    return Signal(
-        project=request.project,
-        sha=request.sha,
-        name=request.name,
-        variant=request.variant,
-        status=request.status,
-        reported_at=reported_at,
-        url=request.url,
-    )
-
-
-def _time(value: Any) -> datetime | None:
-    if isinstance(value, datetime):
-        return value if value.tzinfo is not None else None
-    if isinstance(value, str):
-        try:
-            parsed = datetime.fromisoformat(value)
-        except ValueError:
-            return None
-        return parsed if parsed.tzinfo is not None else None
-    return None
-
-
-def _invalid(field: str, message: str) -> RequestValidationError:
-    return RequestValidationError([{"loc": ("body", field), "msg": message, "type": "value_error"}])
+    except TooFarAheadError as error:
+        raise invalid("time", str(error)) from None

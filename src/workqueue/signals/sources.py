@@ -1,0 +1,36 @@
+"""`signals:` where external checks come from besides `POST /api/signals`. Pure."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from workqueue.signals.config import claimless_patterns
+from workqueue.signals.tekton import TektonConfig
+
+
+class QueueSignals(BaseModel):
+    """`signals.sqs`: signals on the events queue (`WORKQUEUE_SERVICE_EVENTS_QUEUE_URL`).
+
+    A queue message carries no credential: whoever may send to the queue reports
+    on `projects`. Unset, signal messages are refused (deleted with a warning):
+    a queue set up for GitLab's hints gains no power to pass checks unasked.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    projects: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="projects queue messages may report on; unset: no signals over SQS",
+    )
+
+    _patterns = field_validator("projects")(claimless_patterns)
+
+
+class SignalsConfig(BaseModel):
+    """`signals:` the Tekton receiver and the events queue."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tekton: TektonConfig = Field(default_factory=TektonConfig)
+    sqs: QueueSignals = Field(default_factory=QueueSignals)
