@@ -33,6 +33,7 @@ from workqueue.queue.processing.manager import ProcessingManager
 from workqueue.receivers.projects import ProjectDirectory
 from workqueue.receivers.sqs import SqsEventConsumer, build_sqs_consumer, sqs_location
 from workqueue.settings import Settings
+from workqueue.signals.janitor import SignalJanitor
 from workqueue.types.catalog import build_registry
 from workqueue.types.plugin import InstallContext, install_context
 
@@ -129,12 +130,14 @@ class ServiceRuntime:
             signals=self.config.signals,
             audit=self.audit,
         )
-        self._started = _Started(deliveries, attention, manager, consumer)
+        janitor = SignalJanitor(self.sessions, keep=self.config.signals.keep)
+        self._started = _Started(deliveries, attention, manager, consumer, janitor)
         manager.start()
         attention.start()
         if consumer is not None:
             consumer.start()
         deliveries.start()  # does nothing without subscribers
+        janitor.start()
 
     def stop(self) -> None:
         """Stop everything in reverse order; a stop that raised must not leave threads and
@@ -172,9 +175,11 @@ class _Started:
         attention: AttentionReconciler,
         manager: ProcessingManager,
         consumer: SqsEventConsumer | None,
+        janitor: SignalJanitor,
     ) -> None:
         self.deliveries, self.attention = deliveries, attention
         self.manager, self.consumer = manager, consumer
+        self.janitor = janitor
 
     def stop_background(self) -> None:
         # DDR-36: stop the SQS consumer first, so nothing is stored after the
@@ -184,6 +189,7 @@ class _Started:
             self.consumer.stop(timeout=30)
         self.manager.stop(timeout=30)
         self.deliveries.stop(timeout=15)
+        self.janitor.stop(timeout=15)
 
 
 def _notification_worker(

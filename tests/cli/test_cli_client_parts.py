@@ -6,6 +6,7 @@ import base64
 
 import httpx
 import pytest
+from rich.console import Console
 
 from workqueue.cli.client_files import encode_content, plan_file_actions
 from workqueue.cli.client_http import (
@@ -14,6 +15,7 @@ from workqueue.cli.client_http import (
     service_url,
     token_from_environment,
 )
+from workqueue.cli.client_render import item_view
 
 
 def test_file_flags_become_actions_in_flag_order(tmp_path):
@@ -121,3 +123,54 @@ def test_service_url_and_token_are_taken_as_given():
     assert token_from_environment({"WORKQUEUE_SERVICE_TOKEN": " abc \n"}) == "abc"
     assert token_from_environment({"WORKQUEUE_SERVICE_TOKEN": ""}) is None
     assert token_from_environment({}) is None
+
+
+def test_status_shows_each_check_per_variant_with_its_link():
+    item = {
+        "id": "7d958e0a-0000-4000-8000-000000000001",
+        "phase": "active",
+        "details": {
+            "checks": [
+                {
+                    "name": "scan",
+                    "variant": "",
+                    "status": "success",
+                    "url": "https://ci.example/scan/1",
+                    "updated_at": "2026-12-03T10:00:00+00:00",
+                }
+            ],
+            "post_merge": {
+                "merge_commit_sha": "c" * 40,
+                "checks": [
+                    {
+                        "name": "build",
+                        "variant": "api",
+                        "status": "failed",
+                        "url": "https://konflux.example/run/api",
+                        "updated_at": "2026-12-03T10:05:00+00:00",
+                    },
+                    {
+                        "name": "build",
+                        "variant": "worker",
+                        "status": "pending",
+                        "url": None,
+                        "updated_at": None,
+                    },
+                ],
+            },
+        },
+    }
+    console = Console(width=200, record=True)
+    console.print(item_view(item))
+    text = console.export_text()
+    assert "external checks" in text
+    assert "https://konflux.example/run/api" in text
+    assert "https://ci.example/scan/1" in text
+    [api] = [line for line in text.splitlines() if "api" in line and "failed" in line]
+    assert "merge commit" in api
+    [worker] = [line for line in text.splitlines() if "worker" in line]
+    assert "pending" in worker
+    assert "awaited" in worker
+    # The post_merge row names the commit; its checks are only in the table.
+    assert f"merge_commit_sha={'c' * 40}" in text
+    assert "'status'" not in text

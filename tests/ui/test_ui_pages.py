@@ -6,8 +6,10 @@ the app is served over HTTP by uvicorn in a thread (as the API tests do).
 
 from __future__ import annotations
 
+import json
 import re
 
+import sqlalchemy as sa
 from api_harness import LOCAL_USER, build_client
 from dashboard_support import DASHBOARD_POST, submitted
 from harness import wait_until
@@ -257,6 +259,53 @@ def test_the_item_page_shows_state_dimensions_details_and_history(client, admin)
     assert "update</span> kernel.spec" in html  # file actions, never their content
     assert "v2\n" not in html
     assert not re.search(r"\bNone\b", html)  # missing values are shown as nothing
+
+
+def test_the_item_page_lists_external_checks_with_their_links(client, admin, database_url):
+    item = submitted(client, admin, OWN)
+    post_merge = {
+        "merge_commit_sha": "c" * 40,
+        "waiting_since": "2026-12-03T10:00:00+00:00",
+        "checks": [
+            {
+                "name": "build",
+                "variant": "api",
+                "status": "success",
+                "url": "https://konflux.example/run/api",
+                "updated_at": "2026-12-03T10:01:00+00:00",
+            },
+            {
+                "name": "build",
+                "variant": "worker",
+                "status": "failed",
+                "url": "javascript:alert(1)",
+                "updated_at": "2026-12-03T10:02:00+00:00",
+            },
+            {
+                "name": "build",
+                "variant": "ui",
+                "status": "pending",
+                "url": None,
+                "updated_at": None,
+            },
+        ],
+    }
+    engine = sa.create_engine(database_url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                sa.text("UPDATE mr_details SET post_merge = CAST(:pm AS jsonb) WHERE id = :id"),
+                {"pm": json.dumps(post_merge), "id": item},
+            )
+    finally:
+        engine.dispose()
+    html = client.get(f"/ui/items/{item}", headers=admin).text
+    assert "External checks" in html
+    assert 'href="https://konflux.example/run/api"' in html
+    assert "build / api" in html
+    assert 'check-failed">failed<' in html
+    assert "javascript:" not in html  # a check's url becomes a link only for http(s)
+    assert "awaited" in html  # ui has not reported
 
 
 def test_live_refresh_requests_get_the_content_without_the_layout(client, admin):

@@ -93,3 +93,43 @@ def test_problems_and_changes_never_print_none():
         "phase: active"
     )
     assert views.change_summary({"error": None}, {"error": "boom"}) == "error: ∅ → boom"
+
+
+def test_checks_are_listed_per_commit_with_links_only_for_http():
+    check = {"name": "build", "status": "success", "updated_at": (NOW - timedelta(minutes=3))}
+    item = body(
+        checks=[
+            {"name": "scan", "variant": "", "status": "pending", "url": None, "updated_at": None}
+        ],
+        post_merge={
+            "merge_commit_sha": "c" * 40,
+            "checks": [
+                {
+                    **check,
+                    "variant": "api",
+                    "url": "https://konflux.example/run/1",
+                    "updated_at": check["updated_at"].isoformat(),
+                },
+                {
+                    **check,
+                    "variant": "worker",
+                    "status": "failed",
+                    "url": "javascript:alert(1)",
+                    "updated_at": check["updated_at"].isoformat(),
+                },
+                "not a check",
+            ],
+        },
+    )
+    assert views.checks(item, NOW) == [
+        views.CheckView("MR head", "scan", "pending", None, ""),
+        views.CheckView(
+            "merge commit", "build / api", "success", "https://konflux.example/run/1", "3 min ago"
+        ),
+        views.CheckView("merge commit", "build / worker", "failed", None, "3 min ago"),
+    ]
+    # The checks are their own panel, not a detail row.
+    rows = dict(views.detail_rows(item))
+    assert "checks" not in rows
+    assert rows["post_merge"] == f"merge_commit_sha={'c' * 40}"
+    assert views.checks(body(), NOW) == []

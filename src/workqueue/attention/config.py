@@ -106,6 +106,18 @@ def default_queues() -> list[QueueRule]:
             },
         ),
         QueueRule(
+            name="red-checks",
+            description="Merged MRs an external check failed after the merge (red, or "
+            "no green result in time)",
+            match={
+                "item_type": ["mr"],
+                "phase": ["failed"],
+                "details.post_merge.outcome": ["failed"],
+            },
+            # A retried item waits for its checks again: it leaves the queue.
+            prune=True,
+        ),
+        QueueRule(
             name="red-trunk",
             description="Failed trunk validations",
             match={"item_type": ["trunk"], "phase": ["failed"]},

@@ -52,13 +52,53 @@ def item_view(item: Mapping[str, Any], footer: str | None = None) -> RenderableT
             fields.add_row(label, _value(key, item[key]))
     details = item.get("details") or {}
     for key, value in details.items():
-        if value is not None and value not in ("", []):
+        if key != "checks" and value is not None and value not in ("", []):
             fields.add_row(key.replace("_", " "), _detail(key, value))
     heading = Text(f"work item {item.get('id')}", style="bold")
-    parts: list[RenderableType] = [heading, fields, dimensions_view(item.get("dimensions") or [])]
+    parts: list[RenderableType] = [heading, fields]
+    checks = checks_view(details)
+    if checks is not None:
+        parts.append(checks)
+    parts.append(dimensions_view(item.get("dimensions") or []))
     if footer:
         parts.append(Text(footer, style="dim"))
     return Group(*parts)
+
+
+CHECK_STYLES = {"success": "green", "failed": "red", "canceled": "red"}
+
+
+def checks_view(details: Mapping[str, Any]) -> RenderableType | None:
+    """External checks per variant, with their links: on the MR head (`checks`), and on
+    the merge commit once merged (`post_merge.checks`). None without any."""
+    post_merge = details.get("post_merge")
+    sources = (
+        ("MR head", details.get("checks")),
+        ("merge commit", post_merge.get("checks") if isinstance(post_merge, Mapping) else None),
+    )
+    rows = [
+        (on, check)
+        for on, checks in sources
+        for check in (checks if isinstance(checks, list) else [])
+        if isinstance(check, Mapping)
+    ]
+    if not rows:
+        return None
+    table = Table(title="external checks", title_justify="left")
+    for heading in ("check", "variant", "on", "status", "reported", "link"):
+        table.add_column(heading, overflow="fold")
+    for on, check in rows:
+        status = str(check.get("status", ""))
+        updated = check.get("updated_at")
+        table.add_row(
+            Text(str(check.get("name", ""))),
+            Text(str(check.get("variant") or "")),
+            Text(on),
+            Text(status, style=CHECK_STYLES.get(status, "")),
+            Text(_time(updated) if isinstance(updated, str) else "awaited"),
+            Text(str(check.get("url") or "")),
+        )
+    return table
 
 
 def dimensions_view(dimensions: Sequence[Mapping[str, Any]]) -> RenderableType:
@@ -111,6 +151,9 @@ def _time(value: str) -> str:
 def _detail(key: str, value: object) -> Text:
     if key == "merge_blocker" and isinstance(value, dict):
         return merge_blocker_text(value)
+    if key == "post_merge" and isinstance(value, dict):
+        # Its checks are their own table.
+        return Text(", ".join(f"{k}={v}" for k, v in value.items() if k != "checks"))
     if key == "file_actions" and isinstance(value, list):
         return Text("\n".join(_file_action(action) for action in value))
     if isinstance(value, list):

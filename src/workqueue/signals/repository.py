@@ -123,10 +123,31 @@ def checks_on(
     ]
 
 
-def prune(session: Session, *, received_before: datetime) -> int:
-    """Delete signals and keys received before the cutoff; returns the signals deleted."""
-    result = session.execute(
-        sa.delete(CheckSignal).where(CheckSignal.received_at < received_before)
+def prune_batch(session: Session, *, received_before: datetime, limit: int) -> int:
+    """Delete up to `limit` signals and `limit` keys received before the cutoff; returns
+    how many rows went (a batch under 2 * limit: nothing older is left)."""
+    old_signals = (
+        sa.select(CheckSignal.project, CheckSignal.sha, CheckSignal.name, CheckSignal.variant)
+        .where(CheckSignal.received_at < received_before)
+        .limit(limit)
+        .with_for_update(skip_locked=True)  # another replica's batch takes the others
     )
-    session.execute(sa.delete(SignalKey).where(SignalKey.received_at < received_before))
-    return int(getattr(result, "rowcount", 0) or 0)
+    signals = session.execute(
+        sa.delete(CheckSignal).where(
+            sa.tuple_(
+                CheckSignal.project, CheckSignal.sha, CheckSignal.name, CheckSignal.variant
+            ).in_(old_signals)
+        )
+    )
+    old_keys = (
+        sa.select(SignalKey.reporter, SignalKey.idempotency_key)
+        .where(SignalKey.received_at < received_before)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    keys = session.execute(
+        sa.delete(SignalKey).where(
+            sa.tuple_(SignalKey.reporter, SignalKey.idempotency_key).in_(old_keys)
+        )
+    )
+    return int(getattr(signals, "rowcount", 0) or 0) + int(getattr(keys, "rowcount", 0) or 0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from workqueue.signals.config import claimless_patterns
@@ -34,3 +36,14 @@ class SignalsConfig(BaseModel):
 
     tekton: TektonConfig = Field(default_factory=TektonConfig)
     sqs: QueueSignals = Field(default_factory=QueueSignals)
+    keep_days: int = Field(
+        30,
+        ge=1,
+        le=3650,
+        description="days a signal is kept after it was received (with or without an "
+        "item for its commit); items keep what they showed",
+    )
+
+    @property
+    def keep(self) -> timedelta:
+        return timedelta(days=self.keep_days)

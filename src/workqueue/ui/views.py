@@ -16,13 +16,26 @@ from urllib.parse import urlsplit
 from workqueue.api.schemas import DimensionBody, WorkItemBody
 
 # Fields shown elsewhere on the item page, or too large to print as a value.
-_SHOWN_APART = frozenset({"merge_blocker", "file_actions", "description", "mr_url", "pipeline_url"})
+_SHOWN_APART = frozenset(
+    {"merge_blocker", "file_actions", "description", "mr_url", "pipeline_url", "checks"}
+)
 
 
 @dataclass(frozen=True)
 class Link:
     text: str
     url: str
+
+
+@dataclass(frozen=True)
+class CheckView:
+    """One external check of one variant, as the item page lists it."""
+
+    on: str  # which commit: "MR head" or "merge commit"
+    name: str  # "build", or "build / api" with a variant
+    status: str
+    url: str | None
+    updated: str  # "3 min ago", or "" while awaited
 
 
 @dataclass(frozen=True)
@@ -164,6 +177,32 @@ def dimensions(rows: list[DimensionBody], moment: datetime) -> list[DimensionVie
     return views
 
 
+def checks(item: WorkItemBody, moment: datetime) -> list[CheckView]:
+    """External checks the item shows (`details.checks` on the MR head before the merge,
+    `details.post_merge.checks` on the merge commit after it), each with its link."""
+    post_merge = item.details.get("post_merge")
+    sources = [
+        ("MR head", item.details.get("checks")),
+        ("merge commit", post_merge.get("checks") if isinstance(post_merge, Mapping) else None),
+    ]
+    found = []
+    for on, rows in sources:
+        for row in rows if isinstance(rows, list) else []:
+            if not isinstance(row, Mapping):
+                continue
+            name, variant = text(row.get("name")), text(row.get("variant"))
+            found.append(
+                CheckView(
+                    on=on,
+                    name=f"{name} / {variant}" if variant else name,
+                    status=text(row.get("status")),
+                    url=web_url(row.get("url")),
+                    updated=since(row.get("updated_at"), moment) if row.get("updated_at") else "",
+                )
+            )
+    return found
+
+
 def detail_rows(item: WorkItemBody) -> list[tuple[str, str]]:
     """The type's fields as (name, text), lists and mappings flattened to one line."""
     rows = []
@@ -173,7 +212,10 @@ def detail_rows(item: WorkItemBody) -> list[tuple[str, str]]:
         if isinstance(value, list):
             shown = ", ".join(text(part) for part in value)
         elif isinstance(value, Mapping):
-            shown = ", ".join(f"{key}={text(part)}" for key, part in value.items())
+            # post_merge's checks are their own panel
+            shown = ", ".join(
+                f"{key}={text(part)}" for key, part in value.items() if key not in _SHOWN_APART
+            )
         else:
             shown = text(value)
         rows.append((name, shown))

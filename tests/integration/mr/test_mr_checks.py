@@ -7,13 +7,17 @@ the rest.
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 
+import sqlalchemy as sa
 from harness import wait_until
 from mr_harness import PROJECT
 from test_mr_lifecycle_merge import green_pipeline
 from test_mr_lifecycle_support import gitlab, lifecycle
 
+from workqueue.attention.config import default_queues
+from workqueue.attention.reconciler import AttentionReconciler
 from workqueue.queue import enqueue
 from workqueue.queue.models import Phase, WorkItem
 from workqueue.signals.repository import Outcome, record_signal
@@ -61,6 +65,28 @@ def wait_shown(world, item_id, checks):
     wait_until(lambda: shown() == checks, what=f"checks {checks}")
 
 
+def queues_of(world, item_id) -> set[str]:
+    """The default attention queues the item is in, once a reconciler has looked."""
+    attention = AttentionReconciler(
+        sessions=world.sessions, registry=world.registry, rules=default_queues()
+    )
+    attention.apply_rules()
+    for _ in range(100):
+        if not attention.board.pending():
+            break
+        if not attention.run_due():
+            time.sleep(0.02)
+    with world.sessions() as session:
+        rows = session.execute(
+            sa.text(
+                "SELECT q.name FROM attention_memberships m JOIN attention_queues q "
+                "ON q.id = m.queue_id WHERE m.work_item_id = :item AND m.removed_at IS NULL"
+            ),
+            {"item": item_id},
+        )
+        return {name for (name,) in rows}
+
+
 def merge(world):
     """Open the MR, turn its pipeline green and wait until GitLab has merged it."""
     item_id, iid = world.open_mr()
@@ -95,9 +121,11 @@ def test_two_components_green_after_the_merge_complete_the_item(sessions):
 
         report(world, merge_sha, "worker", "success")
         row = world.wait_phase(item_id, Phase.COMPLETED)
+        assert queues_of(world, item_id) == set()
     assert row.error is None
     detail = world.detail(item_id)
     assert detail.completion_reason == "merged"
+    assert detail.post_merge["outcome"] == "green"
     assert [(c["variant"], c["status"]) for c in detail.post_merge["checks"]] == [
         ("api", "success"),
         ("worker", "success"),
@@ -117,6 +145,8 @@ def test_a_red_component_fails_the_item_naming_it(sessions):
         row = world.wait_phase(item_id, Phase.FAILED)
         # Waiting and ending on checks never calls GitLab.
         assert len(simulator.app.log.records()) == requests_before
+        assert world.detail(item_id).post_merge["outcome"] == "failed"
+        assert queues_of(world, item_id) == {"needs-human", "red-checks"}
     assert "build/worker" in row.error
     assert f"{LOGS}worker" in row.error
 
@@ -129,6 +159,7 @@ def test_no_result_by_the_timeout_fails_the_item(sessions):
         item_id, _ = merge(world)
         report(world, world.detail(item_id).merge_commit_sha, "api", "running")
         row = world.wait_phase(item_id, Phase.FAILED, timeout=30)
+        assert "red-checks" in queues_of(world, item_id)
     assert "no green result for api" in row.error
 
 
@@ -183,6 +214,8 @@ def test_retry_after_a_red_check_waits_again_without_touching_gitlab(sessions):
         world.wait_settled()
         # The red result is from before the retry: it waits for a new run.
         assert world.item(item_id).phase == Phase.ACTIVE
+        assert "outcome" not in world.detail(item_id).post_merge
+        assert "red-checks" not in queues_of(world, item_id)  # pruned: waiting again
         report(world, merge_sha, "worker", "success")
         wait_shown(world, item_id, [("api", "failed"), ("worker", "success")])
         world.wait_settled()

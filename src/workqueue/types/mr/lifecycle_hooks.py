@@ -48,7 +48,8 @@ class MRCancelRetryHooks:
         if mr_item.post_merge is not None:
             now = datetime.now(UTC).isoformat()
             # The red results so far are waited on again; the timeout starts afresh.
-            mr_item.post_merge = {**mr_item.post_merge, "waiting_since": now, "retried_at": now}
+            waiting = {key: value for key, value in mr_item.post_merge.items() if key != "outcome"}
+            mr_item.post_merge = {**waiting, "waiting_since": now, "retried_at": now}
             session.flush()
             enqueue.upsert_dimension(
                 session,

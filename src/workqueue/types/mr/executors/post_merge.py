@@ -14,6 +14,7 @@ timeout ends. None of it calls GitLab.
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, cast
 
 from workqueue.queue import DimensionStatus, ExecutionContext, Phase
@@ -32,6 +33,13 @@ def start_waiting(context: ExecutionContext, item: MRWorkItem) -> None:
         "checks": (item.post_merge or {}).get("checks", []),
     }
     context.set_dimension(MRDimension.NEEDS_POST_MERGE, DimensionStatus.TRUE)
+
+
+class PostMergeOutcome(StrEnum):
+    """`details.post_merge.outcome` once the checks ended the item; absent while waiting."""
+
+    GREEN = "green"
+    FAILED = "failed"  # a red check, or none green by the timeout
 
 
 class AwaitChecks:
@@ -59,10 +67,13 @@ class AwaitChecks:
         )
         if verdict.ending is Ending.COMPLETE:
             context.set_dimension(MRDimension.NEEDS_POST_MERGE, DimensionStatus.FALSE)
+            item.post_merge = {**(item.post_merge or {}), "outcome": PostMergeOutcome.GREEN}
             item.completion_reason = CompletionReason.MERGED
             context.set_phase(Phase.COMPLETED, verdict.message)
         elif verdict.ending is Ending.FAIL:
             context.set_dimension(MRDimension.NEEDS_POST_MERGE, DimensionStatus.FALSE)
+            # The `red-checks` attention queue holds the items failed so.
+            item.post_merge = {**(item.post_merge or {}), "outcome": PostMergeOutcome.FAILED}
             context.fail(verdict.message)
         else:
             look_again_at = verdict.look_again_at or context.now
