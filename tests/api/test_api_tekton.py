@@ -61,7 +61,12 @@ def client(database_url, simulator, issuer, monkeypatch) -> Iterator[httpx.Clien
         rules=rules(issuer.issuer),
         handled_types={"mr": {"gitlab_url": simulator.url, **AFTER_MERGE}},
         webhook_secret=HOOK_SECRET,
-        signals={"tekton": {"secret_env": SECRET_ENV, "projects": [PROJECT]}},
+        signals={
+            "tekton": {
+                "secret_env": SECRET_ENV,
+                "namespaces": {"team-tenant": [PROJECT], "shared-ci": ["group/**"]},
+            }
+        },
     ) as test_client:
         yield test_client
 
@@ -185,6 +190,23 @@ def test_out_of_scope_is_403_and_nothing_is_stored(client, issuer, key, database
     with_token = send(client, event, headers=token(issuer, key, REPORTER))
     assert with_token.status_code == 403, with_token.text
     assert stored(database_url) == []
+
+
+def test_the_secret_reports_for_a_namespace_only_on_its_projects(client, database_url):
+    """Tenants write their own PipelineRuns, annotations and all: a run in another
+    tenant's namespace naming this project is refused, though the sender holds the secret."""
+    forged = run(sha=SHA)
+    forged["pipelineRun"]["metadata"]["namespace"] = "evil-tenant"
+    answer = send(client, cloud_event(forged), token=EVENTS_SECRET)
+    assert answer.status_code == 403, answer.text
+    assert "evil-tenant" in answer.json()["detail"]
+    del forged["pipelineRun"]["metadata"]["namespace"]
+    assert send(client, cloud_event(forged), token=EVENTS_SECRET).status_code == 403
+    assert stored(database_url) == []
+    shared = run(sha=SHA)
+    shared["pipelineRun"]["metadata"]["namespace"] = "shared-ci"
+    assert send(client, cloud_event(shared), token=EVENTS_SECRET).status_code == 202
+    assert len(stored(database_url)) == 1
 
 
 def test_a_token_without_report_is_403(client, issuer, key, database_url):

@@ -16,14 +16,16 @@ Each configured check whose `match` the run meets becomes one signal.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from workqueue.project_patterns import path_matches, scope_regexes
 from workqueue.signals.config import CheckName, claimless_patterns
 from workqueue.signals.signal import CheckStatus
 
@@ -35,6 +37,7 @@ REPO_URL_ANNOTATION = PAC + "repo-url"
 EVENT_TYPE_ANNOTATION = PAC + "event-type"
 LOG_URL_ANNOTATION = PAC + "log-url"
 COMPONENT_LABEL = "appstudio.openshift.io/component"
+NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # an RFC 1123 label
 
 PIPELINERUN_EVENT = "dev.tekton.event.pipelinerun."
 EVENT_STATUSES = {
@@ -108,16 +111,40 @@ class TektonConfig(BaseModel):
     projects: list[str] | None = Field(
         None,
         min_length=1,
-        description="projects a sender holding the secret may report on (required with secret_env)",
+        description="projects a run of any namespace may report on with the secret",
+    )
+    namespaces: dict[str, Annotated[list[str], Field(min_length=1)]] | None = Field(
+        None,
+        description="per Kubernetes namespace, the projects its runs may report on with the "
+        "secret (tenants write their runs' annotations: bind each to its own projects)",
     )
 
     _patterns = field_validator("projects")(claimless_patterns)
 
+    @field_validator("namespaces")
+    @classmethod
+    def _namespace_patterns(cls, value: dict[str, list[str]] | None) -> dict[str, list[str]] | None:
+        for namespace, patterns in (value or {}).items():
+            if not NAMESPACE.fullmatch(namespace):
+                raise ValueError(f"{namespace!r} is no Kubernetes namespace name")
+            claimless_patterns(patterns)
+        return value
+
     @model_validator(mode="after")
     def _secret_is_scoped(self) -> TektonConfig:
-        if self.secret_env is not None and self.projects is None:
-            raise ValueError("secret_env needs projects: the secret reports on those only")
+        if self.secret_env is not None and self.projects is None and self.namespaces is None:
+            raise ValueError(
+                "secret_env needs projects or namespaces: the secret reports on those only"
+            )
         return self
+
+    def secret_may_report(self, project: str, namespace: str | None) -> bool:
+        """Whether a run of `namespace` (the controller's word: the run's own) sent with
+        the secret may report on `project`."""
+        if path_matches(scope_regexes(self.projects or [], {}), project):
+            return True
+        patterns = (self.namespaces or {}).get(namespace or "")
+        return patterns is not None and path_matches(scope_regexes(patterns, {}), project)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +152,7 @@ class RunReport:
     """What one PipelineRun event says, before it is checked like any signal."""
 
     project: str | None
+    namespace: str | None  # the run's Kubernetes namespace
     sha: str | None
     name: str
     variant: str
@@ -157,6 +185,7 @@ def run_reports(
         reports.append(
             RunReport(
                 project=project_of(annotations),
+                namespace=_namespace(metadata),
                 sha=annotations.get(SHA_ANNOTATION),
                 name=check.name,
                 variant=variant,
@@ -178,6 +207,11 @@ def project_of(annotations: Mapping[str, str]) -> str | None:
         return None
     path = urlsplit(url).path.strip("/")
     return path.removesuffix(".git") or None
+
+
+def _namespace(metadata: Mapping[str, Any]) -> str | None:
+    namespace = metadata.get("namespace")
+    return namespace if isinstance(namespace, str) and namespace else None
 
 
 def _status(event_type: str, data: Any) -> CheckStatus:

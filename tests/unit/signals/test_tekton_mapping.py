@@ -113,7 +113,10 @@ def test_the_project_comes_from_pipelines_as_code(annotations, project):
 @pytest.mark.parametrize(
     ("section", "reason"),
     [
-        ({"secret_env": "TEKTON_SECRET"}, "secret_env needs projects"),
+        ({"secret_env": "TEKTON_SECRET"}, "secret_env needs projects or namespaces"),
+        ({"secret_env": "S", "namespaces": {"Team_NS": ["a/b"]}}, "namespace"),
+        ({"secret_env": "S", "namespaces": {"team": []}}, "at least 1"),
+        ({"secret_env": "S", "namespaces": {"team": ["{sub}/*"]}}, "carries no claims"),
         ({"secret_env": "lower", "projects": ["a/b"]}, "should match pattern"),
         ({"secret_env": "S", "projects": ["{project_path}"]}, "carries no claims"),
         ({"checks": [{"name": "b", "variant_from": "spec.x"}]}, "variant_from must be"),
@@ -122,3 +125,39 @@ def test_the_project_comes_from_pipelines_as_code(annotations, project):
 def test_tekton_config_mistakes_are_refused(section, reason):
     with pytest.raises(ValueError, match=reason):
         TektonConfig.model_validate(section)
+
+
+def test_a_run_reports_its_namespace():
+    data = {
+        "pipelineRun": {
+            "metadata": {
+                "namespace": "team-tenant",
+                "annotations": {
+                    "pipelinesascode.tekton.dev/sha": "a" * 40,
+                    "pipelinesascode.tekton.dev/event-type": "push",
+                },
+            }
+        }
+    }
+    [report] = run_reports(
+        "dev.tekton.event.pipelinerun.successful.v1", data, None, TektonConfig().checks
+    )
+    assert report.namespace == "team-tenant"
+
+
+@pytest.mark.parametrize(
+    ("section", "namespace", "project", "allowed"),
+    [
+        ({"projects": ["team/*"]}, "anyone", "team/app", True),
+        ({"projects": ["team/*"]}, "anyone", "other/app", False),
+        ({"namespaces": {"team-tenant": ["team/**"]}}, "team-tenant", "team/sub/app", True),
+        # another tenant's run naming the team's project: refused
+        ({"namespaces": {"team-tenant": ["team/**"]}}, "evil-tenant", "team/app", False),
+        ({"namespaces": {"team-tenant": ["team/**"]}}, None, "team/app", False),
+        ({"namespaces": {"team-tenant": ["team/**"]}}, "team-tenant", "other/app", False),
+        ({"projects": ["shared/*"], "namespaces": {"t": ["team/*"]}}, "x", "shared/a", True),
+    ],
+)
+def test_what_the_secret_may_report_on(section, namespace, project, allowed):
+    config = TektonConfig.model_validate({"secret_env": "S", **section})
+    assert config.secret_may_report(project, namespace) is allowed

@@ -33,7 +33,6 @@ from workqueue.api.middleware.asgi import route_path
 from workqueue.api.middleware.authentication import authenticate_request
 from workqueue.api.routes.signals import invalid, store_signal
 from workqueue.api.schemas import error_responses
-from workqueue.project_patterns import path_matches, scope_regexes
 from workqueue.signals.intake import SIGNAL_ITEM_TYPE, TooFarAheadError, run_signal
 from workqueue.signals.signal import Signal
 from workqueue.signals.tekton import (
@@ -97,9 +96,6 @@ class TektonReceiver:
             return False
         return hmac.compare_digest(tokens[0].encode(), self.secret.encode())
 
-    def secret_may_report(self, project: str) -> bool:
-        return path_matches(scope_regexes(self.config.projects or [], {}), project)
-
 
 class TektonAnswer(BaseModel):
     status: Literal["accepted", "duplicate", "ignored"]
@@ -133,8 +129,8 @@ async def tekton_event(request: Request, runtime: RuntimeDep) -> TektonAnswer:
         return TektonAnswer(status="ignored", signals=0)
     now = datetime.now(UTC)
     signals = [_checked(report, now) for report in reports]
-    for signal in signals:
-        _authorise(runtime, caller, receiver, signal.project)
+    for report, signal in zip(reports, signals, strict=True):
+        _authorise(runtime, caller, receiver, signal.project, report.namespace)
     outcomes = []
     for signal in signals:
         recorded = await run_in_threadpool(
@@ -170,12 +166,22 @@ async def _caller(request: Request, runtime: RuntimeDep, receiver: TektonReceive
 
 
 def _authorise(
-    runtime: RuntimeDep, caller: Caller | None, receiver: TektonReceiver, project: str
+    runtime: RuntimeDep,
+    caller: Caller | None,
+    receiver: TektonReceiver,
+    project: str,
+    namespace: str | None,
 ) -> None:
+    """A token: its `report` scope. The secret: `signals.tekton.projects`, or the projects
+    of the run's namespace in `signals.tekton.namespaces`."""
     if caller is not None:
         require_on_project(runtime, caller, "report", SIGNAL_ITEM_TYPE, project)
-    elif not receiver.secret_may_report(project):
-        raise HTTPException(403, f"the events secret may not report on project {project}")
+    elif not receiver.config.secret_may_report(project, namespace):
+        raise HTTPException(
+            403,
+            f"the events secret may not report on project {project} "
+            f"for a run in namespace {namespace or '(none)'}",
+        )
 
 
 def _checked(report: RunReport, now: datetime) -> Signal:
