@@ -6,7 +6,9 @@ It is the only place an item ends because of its MR: a Merge Request Hook
 saying "merged" or "closed" only raises `needs_reconcile`, so a forged or
 replayed hook changes nothing GitLab does not confirm.
 
-* merged on GitLab → `completed` (`completion_reason = merged`);
+* merged on GitLab → `completed` (`completion_reason = merged`), or, with
+  `checks.after_merge`, `needs_post_merge` and the merge commit recorded:
+  `await_checks` (executors/post_merge.py) ends the item from then on;
 * closed → `cancelled`, unless the service's own user closed it and the
   bot branch no longer differs from the target (an empty-diff close of ours
   whose step did not commit): then `completed` with `empty_diff`;
@@ -37,7 +39,9 @@ blocks or the MR is merged or closed. What happens next:
 |   (not_approved, conflict, ci_must_pass, ...), pipeline |   pipeline, push, edit)|
 |   not (yet) successful, head not our commit (a foreign  |   raises it again      |
 |   head recorded goes before any status), a rebase       |                        |
-|   GitLab could not do, a car dropped twice              |                        |
+|   GitLab could not do, a car dropped twice, a           |                        |
+|   `checks.before_merge` check not green on the head     |   (or a signal for the |
+|   (checks_pending / checks_failed, read last)           |   head)                |
 | transient status (checking, unchecked, preparing,       | deferred by            |
 |   ci_still_running, approvals_syncing), state locked,   |   `recheck_delay`      |
 |   a rebase running, on the merge train                  |                        |
