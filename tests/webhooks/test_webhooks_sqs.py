@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 import boto3
 import pytest
 import sqlalchemy as sa
-from moto.server import ThreadedMotoServer
+from moto_sqs import CREDENTIALS, REGION, moto_endpoint
 from webhook_support import deliveries, install_context, make_item, mr_registry, pending
 
 from workqueue.db.engine import build_engine, build_sessions
@@ -28,19 +28,11 @@ from workqueue.receivers.sqs import (
 )
 from workqueue.settings import Settings
 
-REGION = "us-east-1"
-CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
-
 
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
+    with moto_endpoint() as url:
+        yield url
 
 
 @pytest.fixture

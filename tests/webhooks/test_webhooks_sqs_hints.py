@@ -16,7 +16,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 from harness import wait_until
-from moto.server import ThreadedMotoServer
+from moto_sqs import CREDENTIALS, REGION, moto_endpoint
 from mr_harness import FILES, PROJECT
 from trunk_harness import land, new_simulator, push_hook, trunk_registry
 from webhook_support import deliveries, install_context, mr_registry, pending, webhook_app
@@ -27,8 +27,6 @@ from workqueue.receivers.sqs import SqsEventConsumer
 from workqueue.testing.gitlab_simulator import GitLabSimulator, JobSpec
 from workqueue.types.trunk.landed_heads import READ_HEAD_EVENT
 
-REGION = "us-east-1"
-CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 MERGE_ROUTE = "/projects/:id/merge_requests/:merge_request_iid/merge"
 MR_ROUTE = "/projects/:id/merge_requests/:merge_request_iid"
 RETRY_ROUTE = "/projects/:id/jobs/:job_id/retry"
@@ -43,13 +41,8 @@ SUBMIT = {
 
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
+    with moto_endpoint() as url:
+        yield url
 
 
 @pytest.fixture
