@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 
 import httpx
 import pytest
 from api_harness import build_client
+from playwright.sync_api import Browser, sync_playwright
 from scoping_support import ADMIN_SUB, FILES, OWN, TEAM_READER, VICTIM, scoped_rules, token
 
 from workqueue.testing.gitlab_simulator import GitLabSimulator
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Debian's Chromium driven by Playwright; without it the tests fail, never skip."""
+    executable = shutil.which("chromium")
+    assert executable is not None, "Debian's chromium package is needed (apt-get install chromium)"
+    with sync_playwright() as playwright:
+        # As root, Chromium's sandbox cannot start; the pages are our own.
+        launched = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        yield launched
+        launched.close()
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -22,28 +21,15 @@ import pytest
 from api_harness import build_client
 from dashboard_support import submitted
 from playwright.sync_api import (
-    Browser,
     ConsoleMessage,
     Page,
     Request,
     Route,
     expect,
-    sync_playwright,
 )
 from scoping_support import OWN, scoped_rules
 
 SCREENSHOT_SIZE = {"width": 1280, "height": 800}
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    executable = shutil.which("chromium")
-    assert executable is not None, "Debian's chromium package is needed (apt-get install chromium)"
-    with sync_playwright() as playwright:
-        # As root, Chromium's sandbox cannot start; the pages are our own.
-        launched = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
-        yield launched
-        launched.close()
 
 
 @pytest.fixture
