@@ -31,17 +31,21 @@ from workqueue.gitlab.models import (
     JobInfo,
     MergeRequestInfo,
     MergeTrainCarInfo,
+    NoteInfo,
     PipelineInfo,
     ProjectInfo,
     UserInfo,
+    parse_access_level,
     parse_branch,
     parse_commit,
     parse_compare,
+    parse_discussion_notes,
     parse_file_fingerprint,
     parse_job,
     parse_list,
     parse_merge_request,
     parse_merge_train_car,
+    parse_note,
     parse_note_id,
     parse_pipeline,
     parse_project,
@@ -471,6 +475,66 @@ class GitLabClient:
             "notes.create", f"{self._mr(project, iid)}/notes", parse_note_id, {"body": body}
         )
 
+    # -- notes and discussions on MRs and issues (the `agent` type) ------------------------
+    # `noteable` is "merge_request" or "issue".
+
+    def thread_notes(
+        self, project: ProjectRef, noteable: str, iid: int, discussion_id: str
+    ) -> list[NoteInfo]:
+        """The notes of one discussion, oldest first."""
+        path = f"{self._noteable(project, noteable, iid)}/discussions/{_enc(discussion_id)}"
+        return self._transport.get("discussions.get", path, parse_discussion_notes)
+
+    def noteable_notes(self, project: ProjectRef, noteable: str, iid: int) -> list[NoteInfo]:
+        """Every note of the MR or issue, oldest first."""
+        return self._transport.get_all(
+            "notes.list",
+            f"{self._noteable(project, noteable, iid)}/notes",
+            parse_note,
+            query={"sort": "asc", "order_by": "created_at"},
+        )
+
+    def reply_in_thread(
+        self, project: ProjectRef, noteable: str, iid: int, discussion_id: str, body: str
+    ) -> int:
+        """Reply in the discussion (an internal thread's replies are internal); the note id."""
+        path = f"{self._noteable(project, noteable, iid)}/discussions/{_enc(discussion_id)}/notes"
+        return self._transport.post("discussions.notes.create", path, parse_note_id, {"body": body})
+
+    def create_note(
+        self, project: ProjectRef, noteable: str, iid: int, body: str, *, internal: bool = False
+    ) -> int:
+        data: dict[str, Any] = {"body": body}
+        if internal:
+            data["internal"] = True
+        return self._transport.post(
+            "notes.create", f"{self._noteable(project, noteable, iid)}/notes", parse_note_id, data
+        )
+
+    def edit_note(
+        self, project: ProjectRef, noteable: str, iid: int, note_id: int, body: str
+    ) -> None:
+        self._transport.put(
+            "notes.update",
+            f"{self._noteable(project, noteable, iid)}/notes/{int(note_id)}",
+            parse_note_id,
+            {"body": body},
+        )
+
+    def member_access_level(self, project: ProjectRef, user_id: int) -> int | None:
+        """The user's effective access level on the project (inherited included); None when
+        not a member."""
+        try:
+            return self._transport.get(
+                "members.all.get",
+                f"/projects/{_enc(project)}/members/all/{int(user_id)}",
+                parse_access_level,
+            )
+        except PermanentGitLabError as error:
+            if error.status == 404:
+                return None
+            raise
+
     # -- pipelines and jobs ------------------------------------------------------------------
 
     def pipeline(self, project: ProjectRef, pipeline_id: int) -> PipelineInfo:
@@ -590,6 +654,12 @@ class GitLabClient:
     @staticmethod
     def _mr(project: ProjectRef, iid: int) -> str:
         return f"/projects/{_enc(project)}/merge_requests/{int(iid)}"
+
+    @staticmethod
+    def _noteable(project: ProjectRef, noteable: str, iid: int) -> str:
+        if noteable not in {"merge_request", "issue"}:
+            raise ValueError(f"not a noteable: {noteable!r}")
+        return f"/projects/{_enc(project)}/{noteable}s/{int(iid)}"
 
     @staticmethod
     def _job(project: ProjectRef, job_id: int) -> str:

@@ -452,3 +452,34 @@ def parse_job(data: Any) -> JobInfo:
 
 def parse_note_id(data: Any) -> int:
     return _Fields(data, "note").integer("id")
+
+
+@dataclass(frozen=True, slots=True)
+class NoteInfo:
+    """A note (comment) on an MR or an issue."""
+
+    id: int
+    body: str
+    author: str  # username
+    system: bool
+
+
+def parse_note(data: Any) -> NoteInfo:
+    fields = _Fields(data, "note")
+    author = fields.child("author")
+    return NoteInfo(
+        id=fields.integer("id"),
+        body=fields.opt_text("body") or "",
+        author=author.text("username") if author is not None else "",
+        system=fields.flag("system"),
+    )
+
+
+def parse_discussion_notes(data: Any) -> list[NoteInfo]:
+    """The notes of one discussion (`GET …/discussions/:id`), oldest first."""
+    fields = _Fields(data, "discussion")
+    return parse_list(fields.raw.get("notes"), parse_note, "discussion.notes")
+
+
+def parse_access_level(data: Any) -> int:
+    return _Fields(data, "member").integer("access_level")
