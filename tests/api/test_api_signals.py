@@ -131,9 +131,14 @@ def test_no_token_is_401(client, database_url):
         ({"status": "green"}, "status"),
         ({"url": "javascript:alert(1)"}, "url"),  # shown as a link in the dashboard
         ({"url": "https://ci.example/\nrun"}, "url"),
+        ({"url": "https://ci.example/\x9b31m"}, "url"),  # a C1 control: printed by the CLI
+        ({"url": "https://ci.example/\u202egnp.exe"}, "url"),  # a bidi override
         ({"description": "line\x00break"}, "description"),
         ({"timestamp": "2026-01-01T00:00:00"}, "timestamp"),  # no zone: ambiguous
         ({"timestamp": (datetime.now(UTC) + timedelta(days=365)).isoformat()}, "timestamp"),
+        # before year 1 in UTC: PostgreSQL stores it BC and no read of the commit works
+        ({"timestamp": "0001-01-01T00:00:00+01:00"}, "timestamp"),
+        ({"timestamp": "1999-12-31T23:59:59+00:00"}, "timestamp"),  # no build reports so
         ({"extra": 1}, "extra"),
     ],
 )

@@ -113,7 +113,7 @@ def test_a_structured_event_with_the_secret_is_stored(client, database_url):
     assert (answer.status_code, answer.json()) == (202, {"status": "accepted", "signals": 1})
     [row] = stored(database_url)
     assert row[:5] == (PROJECT, SHA, "build", "worker", "failed")
-    assert row[6] == "tekton-events"
+    assert row[6] == "workqueue:tekton-secret"
 
 
 def test_a_cancelled_run_is_canceled(client, database_url):
@@ -304,3 +304,89 @@ def test_a_merged_item_completes_when_both_components_built(
     assert send(client, worker, headers=token(issuer, key, REPORTER)).status_code == 202
     wait_until(lambda: item()["phase"] == "completed", what="completed after both builds")
     assert item()["details"]["completion_reason"] == "merged"
+
+
+def test_without_a_credential_the_body_is_never_read(client, database_url):
+    """401 before the body: no buffering, no JSON parse for a sender without a credential."""
+    bad_json = client.post(
+        "/api/webhooks/tekton", content=b"{bad", headers={"content-type": "application/json"}
+    )
+    assert bad_json.status_code == 401, bad_json.text
+    huge = client.post(
+        "/api/webhooks/tekton",
+        content=b"x" * (17 * 1024 * 1024),
+        headers={"content-type": "application/json"},
+    )
+    assert huge.status_code == 401, huge.text
+    assert stored(database_url) == []
+
+
+def test_a_body_over_its_limit_is_413_with_a_credential(client, database_url):
+    big = client.post(
+        "/api/webhooks/tekton",
+        params={"token": EVENTS_SECRET},
+        content=b"x" * (3 * 1024 * 1024),
+        headers={"content-type": "application/json"},
+    )
+    assert big.status_code == 413, big.text
+    assert stored(database_url) == []
+
+
+def test_over_the_failed_authentication_budget_a_bearer_is_429(client):
+    event = cloud_event(run(sha=SHA))
+    bad = {"Authorization": "Bearer not-a-token"}
+    for _ in range(30):
+        assert send(client, event, headers=bad).status_code == 401
+    answer = send(client, event, headers=bad)
+    assert answer.status_code == 429, answer.text
+    assert "retry-after" in answer.headers
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("POST", "/api/webhooks/tekton/"),  # a sink configured with a trailing slash
+        ("GET", "/api/webhooks/tekton"),
+        ("HEAD", "/api/webhooks/tekton"),
+        ("PUT", "/api/webhooks/tekton"),
+        ("POST", "/api/webhooks/gitlab"),  # the secret sent to the wrong receiver
+    ],
+)
+def test_the_secret_is_never_logged_on_a_near_miss(client, caplog, method, path):
+    access = logging.getLogger("uvicorn.access")
+    level = access.level
+    access.setLevel(logging.INFO)
+    access.addHandler(caplog.handler)
+    caplog.set_level(logging.DEBUG)
+    headers, content = to_binary(cloud_event(run(sha=SHA)))
+    headers["content-type"] = "application/json"
+    try:
+        client.request(
+            method,
+            path,
+            params={"token": EVENTS_SECRET},
+            content=content if method in {"POST", "PUT"} else None,
+            headers=headers,
+        )
+    finally:
+        access.removeHandler(caplog.handler)
+        access.setLevel(level)
+    service = [
+        record.getMessage()
+        for record in caplog.records
+        if not record.name.startswith(("httpx", "httpcore"))
+    ]
+    assert any(path.rstrip("/") in line for line in service)  # the access log saw it
+    assert not [line for line in service if EVENTS_SECRET in line]
+
+
+def test_a_malformed_event_is_not_echoed_back(client):
+    body = b"x" * 2000
+    answer = client.post(
+        "/api/webhooks/tekton",
+        params={"token": EVENTS_SECRET},
+        content=body,
+        headers={"content-type": "text/plain", "ce-specversion": "1.0"},
+    )
+    assert answer.status_code == 422, answer.text
+    assert "x" * 100 not in answer.text

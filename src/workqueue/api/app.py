@@ -62,9 +62,9 @@ from workqueue.ui.mount import mount_dashboard
 logger = logging.getLogger(__name__)
 
 # Routes under /api/ that authenticate on their own (see api/middleware/authentication.py).
-AUTHENTICATES_ITSELF = frozenset(
-    {("POST", webhooks.WEBHOOK_PATH), ("POST", tekton.TEKTON_PATH), ("GET", "/api/work-items/me")}
-)
+AUTHENTICATES_ITSELF = frozenset({("POST", webhooks.WEBHOOK_PATH), ("GET", "/api/work-items/me")})
+# Routes that take another credential instead of a bearer token (checked before the body).
+ALTERNATIVE_CREDENTIALS = {tekton.TEKTON_PATH: tekton.holds_events_secret}
 
 
 def _answers_behind(loop_lag: LoopLag, batcher: IntakeBatcher) -> Callable[[], float]:
@@ -152,7 +152,10 @@ def create_app(
     app.state.tekton = tekton_receiver
     app.state.webhook_projects = runtime.projects
     setattr(app.state, FAILED_AUTHENTICATIONS_KEY, FailedAuthentications())
-    path_limits = {webhooks.WEBHOOK_PATH: webhooks.MAX_BODY_BYTES}
+    path_limits = {
+        webhooks.WEBHOOK_PATH: webhooks.MAX_BODY_BYTES,
+        tekton.TEKTON_PATH: tekton.MAX_BODY_BYTES,
+    }
     largest_body = max_body_bytes
     app.answer_rules = AnswerRules(
         limit_for=lambda path: body_limit(path, largest_body, path_limits),
@@ -168,7 +171,9 @@ def create_app(
         timeout_seconds=body_timeout_seconds,
         inspect=StrictJSONBodies(path_prefix=API_PREFIX, exempt_paths={webhooks.WEBHOOK_PATH}),
     )
-    app.add_middleware(AuthenticateFirst, exempt=AUTHENTICATES_ITSELF)
+    app.add_middleware(
+        AuthenticateFirst, exempt=AUTHENTICATES_ITSELF, alternatives=ALTERNATIVE_CREDENTIALS
+    )
     app.add_middleware(webhooks.WebhookTokenFirst)
     app.add_middleware(OneOfEachCredential)
     runtime.observability.instrument(

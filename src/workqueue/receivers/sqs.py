@@ -32,9 +32,10 @@ processed by their own work-item threads (DDR-29/30).
 * Signals (external checks, `signals.sqs`): a body shaped like a report of
   `POST /api/signals`, or a PipelineRun CloudEvent in structured mode, is a
   signal message (`signals.messages`). With no credential in it, whoever may
-  send to the queue reports on `signals.sqs.projects`; without that setting,
-  or for another project, or when invalid, the message is deleted with a
-  warning and nothing is stored. Its key: the event's source and id for a
+  send to the queue reports on `signals.sqs.projects`, and a run of a
+  namespace on `signals.sqs.namespaces[it]`; without either setting, or for
+  another project, or when invalid, the message is deleted with a warning and
+  nothing is stored. Its key: the event's source and id for a
   CloudEvent, the delivery key for a report.
 * Shutdown: `stop()` before `ProcessingManager.stop()` (DDR-36). Messages
   received after `stop()` was called are not processed: they reappear after
@@ -57,7 +58,6 @@ from workqueue.db.errors import is_database_unavailable
 from workqueue.db.transactions import run_in_transaction
 from workqueue.gitlab.webhook_bodies import GITLAB_EVENT_TYPES, gitlab_event_type
 from workqueue.observability.service_metrics import ServiceMetrics
-from workqueue.project_patterns import path_matches, scope_regexes
 from workqueue.queue.audit.log import AuditLog
 from workqueue.queue.background import BackgroundService, Backoff
 from workqueue.queue.intake.deliveries import store_delivery
@@ -82,7 +82,9 @@ logger = logging.getLogger(__name__)
 
 SQS_SOURCE = "sqs"  # received_deliveries.source
 SQS_PAYER = "sqs"  # whose look-up budget the consumer's project checks spend
-SQS_REPORTER = "sqs"  # who reported a signal that came over the queue
+# Who reported a signal that came over the queue: a name no token identity takes for
+# granted (keys and audit entries are per reporter).
+SQS_REPORTER = "workqueue:sqs"
 DEFAULT_WAIT_SECONDS = 10  # long poll; also bounds how long stop() may wait for the thread
 MAX_BATCH = 10  # SQS limit for receive and delete batches
 _EVENT_ATTRIBUTE = "x-gitlab-event"
@@ -180,7 +182,6 @@ class SqsEventConsumer(BackgroundService):
         self._metrics = metrics
         self._signals = signals or SignalsConfig()
         self._audit = audit or AuditLog()
-        self._signal_scope = scope_regexes(self._signals.sqs.projects or [], {})
         self._wait_seconds = wait_seconds
         self._max_messages = max_messages
         self._close_client = close_client
@@ -292,21 +293,25 @@ class SqsEventConsumer(BackgroundService):
     def _store_signals(self, message_id: str, delivery_key: str, found: MessageSignals) -> bool:
         """Store a signal message's signals when the queue may report on their projects;
         True: the message may be deleted."""
+        scope = self._signals.sqs
         refused = [
-            signal.project
-            for signal, _ in found.signals
-            if not path_matches(self._signal_scope, signal.project)
+            queued
+            for queued in found.signals
+            if not scope.may_report(queued.signal.project, queued.namespace)
         ]
         if refused:
+            first = refused[0]
             why = (
-                "signals.sqs.projects is not configured"
-                if self._signals.sqs.projects is None
-                else f"signals.sqs.projects does not hold {refused[0]}"
+                "signals.sqs is not configured"
+                if scope.projects is None and scope.namespaces is None
+                else f"signals.sqs does not let it report on {first.signal.project}"
+                + (f" for namespace {first.namespace}" if first.namespace else "")
             )
             logger.warning("SQS message %s deleted unstored: a signal, and %s", message_id, why)
             return True
         changed = False
-        for signal, key in found.signals:
+        for queued in found.signals:
+            signal, key = queued.signal, queued.key
             try:
                 recorded = accept_signal(
                     self._sessions,

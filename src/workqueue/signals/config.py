@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from workqueue.project_patterns import pattern_problem, placeholders
+from workqueue.project_patterns import path_matches, pattern_problem, placeholders, scope_regexes
 
 # A check's name as dimensions (`check_<name>`) and configs spell it.
 CHECK_NAME_PATTERN = r"^[a-z0-9_-]+$"
@@ -26,6 +27,36 @@ def claimless_patterns(value: list[str] | None) -> list[str] | None:
         if problem:
             raise ValueError(problem)
     return value
+
+
+NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # an RFC 1123 label
+
+
+def namespace_bindings(value: dict[str, list[str]] | None) -> dict[str, list[str]] | None:
+    """`{namespace: [project patterns]}`: Kubernetes namespace names, claimless patterns."""
+    for namespace, patterns in (value or {}).items():
+        if not NAMESPACE.fullmatch(namespace):
+            raise ValueError(f"{namespace!r} is no Kubernetes namespace name")
+        if not patterns:
+            raise ValueError(f"namespace {namespace!r}: list at least 1 project pattern")
+        claimless_patterns(patterns)
+    return value
+
+
+def may_report(
+    project: str,
+    namespace: str | None,
+    *,
+    projects: list[str] | None,
+    namespaces: dict[str, list[str]] | None,
+) -> bool:
+    """Whether a sender without claims (a shared secret, a queue) may report on `project`
+    for a run of `namespace` (None: no run, a plain report): `projects` for anything,
+    `namespaces[namespace]` for the runs of that namespace."""
+    if path_matches(scope_regexes(projects or [], {}), project):
+        return True
+    patterns = (namespaces or {}).get(namespace) if namespace else None
+    return patterns is not None and path_matches(scope_regexes(patterns, {}), project)
 
 
 class AfterMergeCheck(BaseModel):

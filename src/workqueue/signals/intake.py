@@ -9,7 +9,7 @@ the caller's business: each way in authorises before it calls in here.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
@@ -28,8 +28,14 @@ SIGNAL_ITEM_TYPE = "mr"
 # A reporter's clock may run a little ahead; a time further ahead would pin its
 # status against every real report until then.
 MAX_CLOCK_SKEW = timedelta(minutes=5)
+# No build reports from before this; a time before year 1 in UTC would be stored BC
+# and break every read of the commit's checks.
+EARLIEST_REPORT = datetime(2000, 1, 1, tzinfo=UTC)
 SHA_PATTERN = r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$"
-URL_PATTERN = r"^https?://[^\s\x00-\x1f\x7f]+$"
+# No blanks, no C0 or C1 controls (a terminal reads U+009B as a control sequence: the
+# CLI prints links), no bidi or zero-width format characters (a link that reads
+# otherwise than it goes).
+URL_PATTERN = r"^https?://[^\s\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]+$"
 PROJECT_PATTERN = r"^[A-Za-z0-9_.][A-Za-z0-9_./-]*$"
 _PRINTABLE = r"^[^\x00-\x1f\x7f-\x9f]*$"
 
@@ -61,7 +67,8 @@ class SignalReport(BaseModel):
 
 
 class TooFarAheadError(ValueError):
-    """The report's time is more than `MAX_CLOCK_SKEW` ahead of ours."""
+    """The report's time is more than `MAX_CLOCK_SKEW` ahead of ours, or before
+    `EARLIEST_REPORT`."""
 
 
 def signal_of(report: SignalReport, now: datetime) -> Signal:
@@ -69,6 +76,8 @@ def signal_of(report: SignalReport, now: datetime) -> Signal:
     reported_at = report.timestamp or now
     if reported_at > now + MAX_CLOCK_SKEW:
         raise TooFarAheadError(f"more than {MAX_CLOCK_SKEW.seconds // 60} minutes in the future")
+    if reported_at < EARLIEST_REPORT:
+        raise TooFarAheadError(f"before {EARLIEST_REPORT.date().isoformat()}: no build reports so")
     return Signal(
         project=report.project,
         sha=report.sha,

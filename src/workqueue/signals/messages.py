@@ -36,10 +36,17 @@ class BadSignalMessageError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class MessageSignals:
-    """The signals of one message and the key that names each (None: the message's)."""
+class QueuedSignal:
+    signal: Signal
+    key: str | None  # what names its delivery; None: the message's own key
+    namespace: str | None  # a PipelineRun's namespace; None for a report
 
-    signals: list[tuple[Signal, str | None]]
+
+@dataclass(frozen=True, slots=True)
+class MessageSignals:
+    """The signals of one message."""
+
+    signals: list[QueuedSignal]
 
 
 def message_signals(
@@ -53,7 +60,7 @@ def message_signals(
         return _cloud_event(body, tekton_checks, now)
     if body.keys() >= REPORT_KEYS:
         try:
-            return MessageSignals([(report_signal(body, now), None)])
+            return MessageSignals([QueuedSignal(report_signal(body, now), None, None)])
         except (ValidationError, TooFarAheadError) as error:
             raise BadSignalMessageError(f"not a valid report: {_first_problem(error)}") from None
     return None
@@ -78,7 +85,7 @@ def _cloud_event(
             signal = run_signal(report, now)
         except (ValidationError, TooFarAheadError) as error:
             raise BadSignalMessageError(f"PipelineRun event: {_first_problem(error)}") from None
-        found.append((signal, event_key(attributes, signal.name)))
+        found.append(QueuedSignal(signal, event_key(attributes, signal.name), report.namespace))
     return MessageSignals(found)
 
 

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from workqueue.signals.config import claimless_patterns
+from workqueue.signals.config import claimless_patterns, may_report, namespace_bindings
 from workqueue.signals.tekton import TektonConfig
 
 
@@ -14,8 +14,11 @@ class QueueSignals(BaseModel):
     """`signals.sqs`: signals on the events queue (`WORKQUEUE_SERVICE_EVENTS_QUEUE_URL`).
 
     A queue message carries no credential: whoever may send to the queue reports
-    on `projects`. Unset, signal messages are refused (deleted with a warning):
-    a queue set up for GitLab's hints gains no power to pass checks unasked.
+    on `projects`, and PipelineRun events of a namespace on `namespaces[it]` (a
+    shared cluster's tenants write their runs' annotations: bind each namespace to
+    its own projects, and leave `projects` unset). Unset, signal messages are
+    refused (deleted with a warning): a queue set up for GitLab's hints gains no
+    power to pass checks unasked.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -23,10 +26,18 @@ class QueueSignals(BaseModel):
     projects: list[str] | None = Field(
         None,
         min_length=1,
-        description="projects queue messages may report on; unset: no signals over SQS",
+        description="projects any signal message may report on (reports and runs of any namespace)",
+    )
+    namespaces: dict[str, list[str]] | None = Field(
+        None,
+        description="per Kubernetes namespace, the projects its PipelineRun events may report on",
     )
 
     _patterns = field_validator("projects")(claimless_patterns)
+    _namespace_patterns = field_validator("namespaces")(namespace_bindings)
+
+    def may_report(self, project: str, namespace: str | None) -> bool:
+        return may_report(project, namespace, projects=self.projects, namespaces=self.namespaces)
 
 
 class SignalsConfig(BaseModel):

@@ -16,17 +16,22 @@ Each configured check whose `match` the run meets becomes one signal.
 
 from __future__ import annotations
 
-import re
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from workqueue.project_patterns import path_matches, scope_regexes
-from workqueue.signals.config import CheckName, claimless_patterns
+from workqueue.signals.config import (
+    CheckName,
+    claimless_patterns,
+    may_report,
+    namespace_bindings,
+)
 from workqueue.signals.signal import CheckStatus
 
 PAC = "pipelinesascode.tekton.dev/"
@@ -37,7 +42,6 @@ REPO_URL_ANNOTATION = PAC + "repo-url"
 EVENT_TYPE_ANNOTATION = PAC + "event-type"
 LOG_URL_ANNOTATION = PAC + "log-url"
 COMPONENT_LABEL = "appstudio.openshift.io/component"
-NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # an RFC 1123 label
 
 PIPELINERUN_EVENT = "dev.tekton.event.pipelinerun."
 EVENT_STATUSES = {
@@ -113,7 +117,7 @@ class TektonConfig(BaseModel):
         min_length=1,
         description="projects a run of any namespace may report on with the secret",
     )
-    namespaces: dict[str, Annotated[list[str], Field(min_length=1)]] | None = Field(
+    namespaces: dict[str, list[str]] | None = Field(
         None,
         description="per Kubernetes namespace, the projects its runs may report on with the "
         "secret (tenants write their runs' annotations: bind each to its own projects)",
@@ -121,14 +125,7 @@ class TektonConfig(BaseModel):
 
     _patterns = field_validator("projects")(claimless_patterns)
 
-    @field_validator("namespaces")
-    @classmethod
-    def _namespace_patterns(cls, value: dict[str, list[str]] | None) -> dict[str, list[str]] | None:
-        for namespace, patterns in (value or {}).items():
-            if not NAMESPACE.fullmatch(namespace):
-                raise ValueError(f"{namespace!r} is no Kubernetes namespace name")
-            claimless_patterns(patterns)
-        return value
+    _namespace_patterns = field_validator("namespaces")(namespace_bindings)
 
     @model_validator(mode="after")
     def _secret_is_scoped(self) -> TektonConfig:
@@ -141,10 +138,7 @@ class TektonConfig(BaseModel):
     def secret_may_report(self, project: str, namespace: str | None) -> bool:
         """Whether a run of `namespace` (the controller's word: the run's own) sent with
         the secret may report on `project`."""
-        if path_matches(scope_regexes(self.projects or [], {}), project):
-            return True
-        patterns = (self.namespaces or {}).get(namespace or "")
-        return patterns is not None and path_matches(scope_regexes(patterns, {}), project)
+        return may_report(project, namespace, projects=self.projects, namespaces=self.namespaces)
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,8 +258,10 @@ def event_time(value: Any) -> datetime | None:
 
 def event_key(attributes: Mapping[str, Any], check: str) -> str | None:
     """The key that makes a resent event a duplicate: its source and id name the
-    delivery (CloudEvents: unique per source), one key per check it feeds."""
-    event_id = str(attributes.get("id") or "")[:200]
+    delivery (CloudEvents: unique per source), one key per check it feeds. Hashed:
+    unambiguous and of bounded length whatever the attributes hold."""
+    event_id = attributes.get("id")
     if not event_id:
         return None
-    return f"tekton:{attributes.get('source', '')}:{event_id}:{check}"[:255]
+    named = json.dumps([str(attributes.get("source", "")), str(event_id), check])
+    return "tekton:" + hashlib.sha256(named.encode()).hexdigest()

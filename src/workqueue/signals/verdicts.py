@@ -73,17 +73,20 @@ def post_merge_verdict(
 ) -> PostMergeVerdict:
     """What the merge commit's checks say now, `waiting_since` the merge (or a retry).
 
-    After a retry (`retried_at`), a red result reported before it is waited on
-    again, as if not reported: the retry asks for a new run; green ones stand.
+    After a retry (`retried_at`), a red result that arrived before it is waited on
+    again: the retry asks for a new run; green ones stand. Such a variant stays
+    awaited (never dropped, also with `variants: []`) until it reports anew. The
+    cut-off is the service's clock (`received_at`), not the reporter's.
     """
     waits: list[tuple[str, datetime]] = []
     for check in expected:
-        reported = {
-            state.variant: state
-            for state in checks
-            if state.name == check.name
-            and not (retried_at and state.status.red and state.reported_at < retried_at)
+        mine = [state for state in checks if state.name == check.name]
+        again = {
+            state.variant
+            for state in mine
+            if retried_at and state.status.red and state.received_at < retried_at
         }
+        reported = {state.variant: state for state in mine if state.variant not in again}
         deadline = waiting_since + timedelta(seconds=check.timeout_seconds)
         settled_at = waiting_since + timedelta(seconds=check.settle_seconds)
         counted = (
@@ -102,9 +105,11 @@ def post_merge_verdict(
         elif now < settled_at:
             waits.append((f"check {check.name}: waiting for reports", settled_at))
             continue
-        elif reported:
-            # Whichever reported (within the settle window, or since): all must be green.
+        elif reported or again:
+            # Whichever reported (within the settle window, or since): all must be green,
+            # and those red before a retry must report again.
             missing = [variant for variant, state in reported.items() if not _green(state)]
+            missing += sorted(again)
         else:
             missing = ["any variant"]
         if not missing:

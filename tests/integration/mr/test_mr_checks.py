@@ -258,3 +258,55 @@ def test_a_before_merge_check_holds_a_green_mr(sessions):
         report(world, head, "", "success", name="scan")
         world.wait_phase(item_id, Phase.COMPLETED)
         assert len(world.merge_calls()) == 1
+
+
+def test_retry_with_any_variant_waits_for_the_red_one_again(sessions):
+    """With `variants: []`, a variant that was red before the retry is awaited again, never
+    dropped: the item does not complete while it has not reported green."""
+    any_variant = {
+        "checks": {
+            "after_merge": [
+                {"name": "build", "variants": [], "settle_seconds": 1, "timeout_seconds": 60}
+            ]
+        }
+    }
+    with gitlab() as simulator, lifecycle(sessions, simulator, **any_variant) as world:
+        item_id, _ = merge(world)
+        merge_sha = world.detail(item_id).merge_commit_sha
+        report(world, merge_sha, "worker", "success")
+        report(world, merge_sha, "api", "failed")
+        world.wait_phase(item_id, Phase.FAILED)
+        retry_hook = world.registry.get("mr").retry_hook
+        with world.sessions() as session:
+            item = session.get(WorkItem, item_id)
+            retry_hook(session, item)
+            enqueue.mark_actionable(session, item_id, "mr", reactivate=True)
+            session.commit()
+        world.manager.notify(item_id)
+        time.sleep(2)  # past the new settle window
+        world.wait_settled()
+        assert world.item(item_id).phase == Phase.ACTIVE
+        report(world, merge_sha, "api", "success")
+        world.wait_phase(item_id, Phase.COMPLETED)
+
+
+def test_a_red_result_after_the_retry_counts_whatever_the_reporters_clock(sessions):
+    """The retry's cut-off is the service's clock (when a signal arrived), not the
+    reporter's: a new red result from a reporter whose clock runs late still fails it."""
+    with gitlab() as simulator, lifecycle(sessions, simulator, **BUILD_API_WORKER) as world:
+        item_id, _ = merge(world)
+        merge_sha = world.detail(item_id).merge_commit_sha
+        report(world, merge_sha, "api", "failed", at=datetime.now(UTC) - timedelta(minutes=30))
+        world.wait_phase(item_id, Phase.FAILED)
+        retry_hook = world.registry.get("mr").retry_hook
+        with world.sessions() as session:
+            item = session.get(WorkItem, item_id)
+            retry_hook(session, item)
+            enqueue.mark_actionable(session, item_id, "mr", reactivate=True)
+            session.commit()
+        world.manager.notify(item_id)
+        world.wait_settled()
+        assert world.item(item_id).phase == Phase.ACTIVE
+        # A new run, reported with a clock 10 minutes late (still newer than the first).
+        report(world, merge_sha, "api", "failed", at=datetime.now(UTC) - timedelta(minutes=10))
+        world.wait_phase(item_id, Phase.FAILED)

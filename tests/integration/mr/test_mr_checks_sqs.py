@@ -48,7 +48,13 @@ def queue_url(sqs) -> str:
     return sqs.create_queue(QueueName=f"checks-{uuid.uuid4().hex[:12]}")["QueueUrl"]
 
 
-def consumer(world, sqs, queue_url, projects: list[str] | None) -> SqsEventConsumer:
+def consumer(
+    world,
+    sqs,
+    queue_url,
+    projects: list[str] | None,
+    namespaces: dict[str, list[str]] | None = None,
+) -> SqsEventConsumer:
     directory = ProjectDirectory.for_registry(
         world.registry,
         InstallContext(
@@ -63,7 +69,9 @@ def consumer(world, sqs, queue_url, projects: list[str] | None) -> SqsEventConsu
         registry=world.registry,
         projects=directory,
         on_stored=world.manager.intake.stored_here,
-        signals=SignalsConfig.model_validate({"sqs": {"projects": projects}}),
+        signals=SignalsConfig.model_validate(
+            {"sqs": {"projects": projects, "namespaces": namespaces}}
+        ),
         wait_seconds=0,
     )
 
@@ -194,3 +202,23 @@ def test_a_gitlab_event_is_still_a_gitlab_event(sessions, sqs, queue_url):
         assert drain(reader) == 1
         world.wait_settled()
         assert stored(world) == []
+
+
+def test_relayed_runs_report_only_for_the_projects_of_their_namespace(sessions, sqs, queue_url):
+    """Tenants write their runs' annotations: with `signals.sqs.namespaces`, a run relayed
+    over the queue reports only on the projects its own namespace is bound to."""
+    with gitlab() as simulator, lifecycle(sessions, simulator) as world:
+        reader = consumer(world, sqs, queue_url, None, {"team-tenant": [PROJECT]})
+        forged = pipeline_run(sha="c" * 40, project=PROJECT, component="api")
+        forged["pipelineRun"]["metadata"]["namespace"] = "evil-tenant"
+        sqs.send_message(QueueUrl=queue_url, MessageBody=structured(cloud_event(forged)))
+        assert drain(reader) == 1
+        assert stored(world) == []
+        own = pipeline_run(sha="c" * 40, project=PROJECT, component="api")  # team-tenant
+        sqs.send_message(QueueUrl=queue_url, MessageBody=structured(cloud_event(own)))
+        assert drain(reader) == 1
+        assert stored(world) == [("api", "success")]
+        # A report carries no namespace: `namespaces` alone admits none.
+        sqs.send_message(QueueUrl=queue_url, MessageBody=report("c" * 40, "worker", "success"))
+        assert drain(reader) == 1
+        assert stored(world) == [("api", "success")]

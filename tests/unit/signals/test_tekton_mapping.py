@@ -11,6 +11,7 @@ from workqueue.signals.tekton import (
     TektonCheck,
     TektonConfig,
     TektonMatch,
+    event_key,
     project_of,
     run_reports,
 )
@@ -161,3 +162,19 @@ def test_a_run_reports_its_namespace():
 def test_what_the_secret_may_report_on(section, namespace, project, allowed):
     config = TektonConfig.model_validate({"secret_env": "S", **section})
     assert config.secret_may_report(project, namespace) is allowed
+
+
+def test_event_keys_name_one_event_each():
+    """A key per (source, id, check), unambiguous and of bounded length whatever they hold."""
+    assert event_key({"source": "a:b", "id": "c"}, "build") != event_key(
+        {"source": "a", "id": "b:c"}, "build"
+    )
+    long_source = "/" + "x" * 260
+    first = event_key({"source": long_source, "id": "1"}, "build")
+    assert first != event_key({"source": long_source, "id": "2"}, "build")
+    assert first is not None
+    assert len(first) <= 255
+    assert event_key({"source": "s", "id": "1"}, "build") != event_key(
+        {"source": "s", "id": "1"}, "release"
+    )
+    assert event_key({"source": "s"}, "build") is None  # no id: nothing names the delivery

@@ -147,3 +147,31 @@ def test_after_a_retry_red_results_from_before_it_are_waited_on_again():
         [BUILD], red_again, waiting_since=retried, now=later(151), retried_at=retried
     )
     assert verdict.ending is Ending.FAIL
+
+
+def test_after_a_retry_with_any_variant_the_red_one_stays_awaited():
+    retried = later(100)
+    checks = [state("build", "api", "failed"), state("build", "worker", "success")]
+    waiting = post_merge_verdict(
+        [ANY], checks, waiting_since=retried, now=later(100 + 61), retried_at=retried
+    )
+    assert (waiting.ending, waiting.message) == (Ending.WAIT, "check build: waiting for api")
+    timed_out = post_merge_verdict(
+        [ANY], checks, waiting_since=retried, now=later(100 + 601), retried_at=retried
+    )
+    assert timed_out.ending is Ending.FAIL
+    assert "api" in timed_out.message
+
+
+def test_the_retry_cut_off_is_when_a_signal_arrived_not_the_reporters_clock():
+    retried = later(100)
+    # A new run's red result, from a reporter whose clock runs 10 minutes late.
+    late_clock = CheckState("build", "api", CheckStatus.FAILED, None, later(100 - 600), later(150))
+    verdict = post_merge_verdict(
+        [BUILD],
+        [late_clock, state("build", "worker", "success")],
+        waiting_since=retried,
+        now=later(151),
+        retried_at=retried,
+    )
+    assert verdict.ending is Ending.FAIL

@@ -18,7 +18,7 @@ thread; the caller it returns is kept for the routes (`caller_state`).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Mapping
 
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -84,15 +84,34 @@ class AuthenticateFirst:
     429 (with `Retry-After`) for an address over its budget of failed authentications.
 
     `exempt` holds the (method, path) pairs that authenticate on their own.
+    `alternatives` maps a path to a check of another credential a sender that
+    cannot set headers may use instead of a bearer token (Tekton's events
+    secret): without an `Authorization` header, a request passing it goes on
+    with no caller; the route must check it again.
     The gatekeeper is the runtime's (`app.state.runtime`, built by the lifespan).
     """
 
-    def __init__(self, app: ASGIApp, *, exempt: Collection[tuple[str, str]] = ()) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        exempt: Collection[tuple[str, str]] = (),
+        alternatives: Mapping[str, Callable[[Scope], bool]] | None = None,
+    ) -> None:
         self.app = app
         self.exempt = frozenset(exempt)
+        self.alternatives = dict(alternatives or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not self._guards(scope):
+            await self.app(scope, receive, send)
+            return
+        alternative = self.alternatives.get(route_path(scope).rstrip("/"))
+        if (
+            alternative is not None
+            and header(scope, b"authorization") is None
+            and alternative(scope)
+        ):
             await self.app(scope, receive, send)
             return
         try:

@@ -1,12 +1,14 @@
 """`POST /api/webhooks/tekton`: Tekton PipelineRun CloudEvents become signals.
 
 The CloudEvents HTTP binding, binary or structured mode, is read by the
-CloudEvents SDK. The sender proves itself with a bearer token holding
-`report` on each run's project, or, when it cannot set headers (Tekton's
-events controller), with the secret of `signals.tekton.secret_env` in the
-URL's `token` parameter, which reports on `signals.tekton.projects` only. The
-token is taken out of the request before anything logs or traces its URL
-(`take_query_token`, called by the app first), and compared in constant time.
+CloudEvents SDK. The sender proves itself before its body is read
+(`AuthenticateFirst`): with a bearer token holding `report` on each run's
+project, or, when it cannot set headers (Tekton's events controller), with the
+secret of `signals.tekton.secret_env` in the URL's `token` parameter, which
+reports on `signals.tekton.projects` and, for a run of a namespace, on
+`signals.tekton.namespaces[it]`. The token is taken out of every request to a
+webhook path before anything logs or traces its URL (`take_query_token`,
+called by the app first), and compared in constant time.
 """
 
 from __future__ import annotations
@@ -27,10 +29,9 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 from starlette.types import Scope
 
-from workqueue.api.caller_state import Caller
-from workqueue.api.deps import CallerAuthenticationError, RuntimeDep, require_on_project
+from workqueue.api.caller_state import Caller, remembered_caller
+from workqueue.api.deps import RuntimeDep, require_on_project
 from workqueue.api.middleware.asgi import route_path
-from workqueue.api.middleware.authentication import authenticate_request
 from workqueue.api.routes.signals import invalid, store_signal
 from workqueue.api.schemas import error_responses
 from workqueue.signals.intake import SIGNAL_ITEM_TYPE, TooFarAheadError, run_signal
@@ -47,18 +48,24 @@ from workqueue.signals.tekton import (
 logger = logging.getLogger(__name__)
 
 TEKTON_PATH = "/api/webhooks/tekton"
+WEBHOOK_PATHS = "/api/webhooks/"
+# A PipelineRun with its status (child references, results) fits well within this.
+MAX_BODY_BYTES = 2 * 1024 * 1024
+# How much of the SDK's complaint a 422 repeats: it may quote the body.
+_ERROR_CHARS = 200
 # Names, not secrets:
 TOKEN_PARAMETER = "token"  # noqa: S105
 _TOKEN_KEY = "workqueue.tekton_token"  # noqa: S105
-SECRET_REPORTER = "tekton-events"  # noqa: S105
+SECRET_REPORTER = "workqueue:tekton-secret"  # noqa: S105 - who reported, not a secret
 
 router = APIRouter(tags=["external checks"])
 
 
 def take_query_token(scope: Scope) -> None:
-    """Move `?token=` of a Tekton delivery into the request's state, out of its URL: the
-    access log, traces and errors then never see it."""
-    if scope.get("method") != "POST" or route_path(scope) != TEKTON_PATH:
+    """Move `?token=` of any request to a webhook path (any method, a trailing slash,
+    the wrong receiver) into the request's state, out of its URL: the access log,
+    traces and errors then never see it."""
+    if not (route_path(scope).rstrip("/") + "/").startswith(WEBHOOK_PATHS):
         return
     query = scope.get("query_string", b"").decode("latin-1")
     if not query:
@@ -97,6 +104,13 @@ class TektonReceiver:
         return hmac.compare_digest(tokens[0].encode(), self.secret.encode())
 
 
+def holds_events_secret(scope: Scope) -> bool:
+    """Whether the request carries the events secret (`?token=`, moved into its state)."""
+    receiver = getattr(scope["app"].state, "tekton", None)
+    tokens = scope.get("state", {}).get(_TOKEN_KEY, [])
+    return isinstance(receiver, TektonReceiver) and receiver.secret_matches(tokens)
+
+
 class TektonAnswer(BaseModel):
     status: Literal["accepted", "duplicate", "ignored"]
     signals: int  # signals the event made (one per matching check)
@@ -111,12 +125,12 @@ class TektonAnswer(BaseModel):
 async def tekton_event(request: Request, runtime: RuntimeDep) -> TektonAnswer:
     """One PipelineRun CloudEvent: each configured check it matches is a signal."""
     receiver: TektonReceiver = request.app.state.tekton
-    caller = await _caller(request, runtime, receiver)
+    caller = _caller(request)
     body = await request.body()
     try:
         event = from_http(dict(request.headers), body)
     except (GenericException, ValueError) as error:
-        raise invalid("body", f"not a CloudEvent: {error}") from None
+        raise invalid("body", f"not a CloudEvent: {str(error)[:_ERROR_CHARS]}") from None
     attributes = event.get_attributes()
     time = event_time(attributes.get("time"))
     try:
@@ -146,20 +160,14 @@ async def tekton_event(request: Request, runtime: RuntimeDep) -> TektonAnswer:
     return TektonAnswer(status=status, signals=len(signals))
 
 
-async def _caller(request: Request, runtime: RuntimeDep, receiver: TektonReceiver) -> Caller | None:
-    """The bearer token's caller; None for the secret; 401 without either."""
-    authorization = request.headers.get("authorization")
-    if authorization is not None:
-        try:
-            return await run_in_threadpool(
-                authenticate_request, request.scope, runtime.gatekeeper, authorization
-            )
-        except CallerAuthenticationError as error:
-            raise HTTPException(401, str(error), headers={"WWW-Authenticate": "Bearer"}) from None
-    tokens = request.scope.get("state", {}).get(_TOKEN_KEY, [])
-    if receiver.secret_matches(tokens):
+def _caller(request: Request) -> Caller | None:
+    """The bearer token's caller (proved by `AuthenticateFirst`); None for the secret,
+    checked again here; 401 without either."""
+    caller = remembered_caller(request.scope)
+    if caller is not None:
+        return caller
+    if request.headers.get("authorization") is None and holds_events_secret(request.scope):
         return None
-    logger.warning("tekton event refused: %s token", "a wrong" if tokens else "no")
     raise HTTPException(
         401, "a bearer token or the events secret is needed", headers={"WWW-Authenticate": "Bearer"}
     )
