@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from hook_shapes import assert_shape
 
 from workqueue.testing.gitlab_simulator import ZERO_SHA, JobSpec
 
@@ -17,27 +18,6 @@ SOURCE = "bot/bump-requests"
 
 def fixture(name):
     return json.loads((FIXTURES / f"hook_{name}.json").read_text())
-
-
-def assert_shape(actual, expected, where="payload"):
-    """Every key of the real payload exists, recursively, with the same JSON type when set."""
-    if isinstance(expected, dict):
-        assert isinstance(actual, dict), f"{where} should be an object"
-        missing = sorted(set(expected) - set(actual))
-        assert not missing, f"{where} lacks {missing}"
-        for key, value in expected.items():
-            assert_shape(actual[key], value, f"{where}.{key}")
-    elif isinstance(expected, list):
-        assert isinstance(actual, list), f"{where} should be an array"
-        if expected and actual:
-            assert_shape(actual[0], expected[0], f"{where}[0]")
-    elif expected is not None and actual is not None:
-        numbers = (int, float)
-        if isinstance(expected, numbers) and not isinstance(expected, bool):
-            assert isinstance(actual, numbers), where
-            assert not isinstance(actual, bool), where
-        else:
-            assert type(actual) is type(expected), f"{where}: {actual!r} vs {expected!r}"
 
 
 @pytest.fixture

@@ -16,6 +16,9 @@ from typing import Any
 
 from workqueue.testing.gitlab_simulator import (
     handlers_ci,
+    handlers_discussions,
+    handlers_issues,
+    handlers_members,
     handlers_merge_requests,
     handlers_merge_trains,
     handlers_notes,
@@ -69,6 +72,9 @@ class Application:
             handlers_merge_requests,
             handlers_merge_trains,
             handlers_notes,
+            handlers_discussions,
+            handlers_issues,
+            handlers_members,
             handlers_ci,
             handlers_trunk,
             handlers_users,

@@ -24,11 +24,13 @@ from workqueue.testing.gitlab_simulator.mergeability import (
 )
 from workqueue.testing.gitlab_simulator.repository import Commit
 from workqueue.testing.gitlab_simulator.state import (
+    Issue,
     Job,
     MergeRequest,
     Note,
     Pipeline,
     Project,
+    ProjectMember,
     SimulatorState,
     User,
 )
@@ -287,9 +289,17 @@ def job_entity(state: SimulatorState, job: Job) -> dict[str, Any]:
 
 
 def note_entity(state: SimulatorState, note: Note) -> dict[str, Any]:
-    return {
+    """`API::Entities::Note`: no `discussion_id` (read it from the discussions API).
+
+    Threads on MRs are resolvable; GitLab made issue threads resolvable too in recent
+    releases (16.x), which the simulator does not model: they report `resolvable: false`.
+    """
+    resolvable = (
+        note.type == "DiscussionNote" and not note.system and note.noteable_type == "MergeRequest"
+    )
+    body: dict[str, Any] = {
         "id": note.id,
-        "type": None,
+        "type": note.type,
         "body": note.body,
         "attachment": None,
         "author": user_entity(state, note.author),
@@ -297,15 +307,97 @@ def note_entity(state: SimulatorState, note: Note) -> dict[str, Any]:
         "updated_at": api_time(note.updated_at),
         "system": note.system,
         "noteable_id": note.noteable_id,
-        "noteable_type": "MergeRequest",
+        "noteable_type": note.noteable_type,
         "project_id": note.project_id,
         "noteable_iid": note.noteable_iid,
-        "resolvable": False,
+        "resolvable": resolvable,
         "confidential": note.internal,
         "internal": note.internal,
         "imported": False,
         "imported_from": "none",
+        "commands_changes": {},
     }
+    if resolvable:
+        body.update({"resolved": False, "resolved_by": None, "resolved_at": None})
+    return body
+
+
+def issue_entity(state: SimulatorState, project: Project, issue: Issue) -> dict[str, Any]:
+    """`API::Entities::Issue` (no milestones, assignees, epics or time tracking)."""
+    web_url = f"{project_url(state, project)}/-/issues/{issue.iid}"
+    return {
+        "id": issue.id,
+        "iid": issue.iid,
+        "project_id": issue.project_id,
+        "title": issue.title,
+        "description": issue.description,
+        "state": issue.state,
+        "created_at": api_time(issue.created_at),
+        "updated_at": api_time(issue.updated_at),
+        "closed_at": None,
+        "closed_by": None,
+        "labels": sorted(issue.labels),
+        "milestone": None,
+        "assignees": [],
+        "author": user_entity(state, issue.author),
+        "type": "ISSUE",
+        "assignee": None,
+        "user_notes_count": sum(1 for note in issue.notes if not note.system),
+        "merge_requests_count": 0,
+        "upvotes": 0,
+        "downvotes": 0,
+        "due_date": None,
+        "confidential": issue.confidential,
+        "discussion_locked": None,
+        "issue_type": "issue",
+        "web_url": web_url,
+        "time_stats": {
+            "time_estimate": 0,
+            "total_time_spent": 0,
+            "human_time_estimate": None,
+            "human_total_time_spent": None,
+        },
+        "task_completion_status": {"count": 0, "completed_count": 0},
+        "has_tasks": False,
+        "task_status": "",
+        "blocking_issues_count": 0,
+        "_links": {
+            "self": f"{state.web_url}/api/v4/projects/{project.id}/issues/{issue.iid}",
+            "notes": f"{state.web_url}/api/v4/projects/{project.id}/issues/{issue.iid}/notes",
+            "award_emoji": (
+                f"{state.web_url}/api/v4/projects/{project.id}/issues/{issue.iid}/award_emoji"
+            ),
+            "project": f"{state.web_url}/api/v4/projects/{project.id}",
+            "closed_as_duplicate_of": None,
+        },
+        "references": {
+            "short": f"#{issue.iid}",
+            "relative": f"#{issue.iid}",
+            "full": f"{project.path_with_namespace}#{issue.iid}",
+        },
+        "severity": "UNKNOWN",
+        "moved_to_id": None,
+        "imported": False,
+        "imported_from": "none",
+        "service_desk_reply_to": None,
+    }
+
+
+def member_entity(state: SimulatorState, member: ProjectMember) -> dict[str, Any]:
+    """`API::Entities::Member`: the user's basic fields, `access_level` and who added them."""
+    body = user_entity(state, member.user)
+    body.update(
+        {
+            "access_level": member.access_level,
+            "created_at": api_time(member.created_at),
+            "created_by": (
+                user_entity(state, member.created_by) if member.created_by is not None else None
+            ),
+            "expires_at": None,
+            "membership_state": "active",
+        }
+    )
+    return body
 
 
 def mr_diff_refs(project: Project, mr: MergeRequest) -> dict[str, Any] | None:

@@ -1,4 +1,10 @@
-"""Merge request notes and approvals (`lib/api/notes.rb`, `merge_request_approvals.rb`).
+"""Notes of merge requests and issues, and MR approvals (`lib/api/notes.rb`,
+`merge_request_approvals.rb`).
+
+Notes are served under both `merge_requests/:merge_request_iid` and
+`issues/:issue_iid`, as GitLab's one `Notes` API does for each noteable type.
+Creating a note does not touch the noteable's `updated_at` (GitLab's
+`Note#touch_noteable` does), and quick actions in a body are not run.
 
 Approval rules are reduced to one number per project (`approvals_required`); as
 with EE's default `merge_requests_author_approval: false`, authors cannot approve
@@ -10,9 +16,12 @@ from __future__ import annotations
 from typing import Any
 
 from workqueue.testing.gitlab_simulator import lookups
+from workqueue.testing.gitlab_simulator.discussions import access_level, edit_note
 from workqueue.testing.gitlab_simulator.entities import api_time, note_entity, user_entity
 from workqueue.testing.gitlab_simulator.errors import (
+    bad_request,
     conflict,
+    forbidden,
     missing_params,
     not_found,
     param_error,
@@ -28,6 +37,7 @@ from workqueue.testing.gitlab_simulator.routing import (
     paginate,
 )
 from workqueue.testing.gitlab_simulator.state import (
+    MAINTAINER,
     MergeRequest,
     Project,
     SimulatorState,
@@ -37,37 +47,63 @@ from workqueue.testing.gitlab_simulator.trains import settle
 
 
 def create_note(state: SimulatorState, request: Request) -> Response:
+    """`internal` (15.5+), or its deprecated name `confidential`, makes an internal note."""
     project = lookups.project(state, request)
-    mr = lookups.merge_request(project, request)
+    noteable = lookups.noteable(project, request)
     body = str_param(request.params, "body")
     if body is None:
         raise missing_params("body")
     if not body.strip():
         raise param_error("body is empty")
-    internal = bool_param(request.params, "internal") is True
-    note = state.add_note(mr, request.current_user, body, internal=internal)
+    internal = (
+        bool_param(request.params, "internal") is True
+        or bool_param(request.params, "confidential") is True
+    )
+    note = state.add_note(noteable, request.current_user, body, internal=internal)
     return json_response(note_entity(state, note), status=201)
 
 
 def list_notes(state: SimulatorState, request: Request) -> Response:
     project = lookups.project(state, request)
-    mr = lookups.merge_request(project, request)
+    noteable = lookups.noteable(project, request)
     order_by = str_param(request.params, "order_by") or "created_at"
     if order_by not in {"created_at", "updated_at"}:
         raise param_error("order_by does not have a valid value")
     descending = (str_param(request.params, "sort") or "desc") != "asc"
-    notes = sorted(mr.notes, key=lambda n: (getattr(n, order_by), n.id), reverse=descending)
+    notes = sorted(noteable.notes, key=lambda n: (getattr(n, order_by), n.id), reverse=descending)
     return paginate(request, [note_entity(state, note) for note in notes])
 
 
 def get_note(state: SimulatorState, request: Request) -> Response:
+    """A note of another noteable, or none, is `404 Not found` (`notes.find` raising)."""
     project = lookups.project(state, request)
-    mr = lookups.merge_request(project, request)
-    raw = request.path_params["note_id"]
-    for note in mr.notes:
-        if str(note.id) == raw:
-            return json_response(note_entity(state, note))
-    raise not_found("Note")
+    noteable = lookups.noteable(project, request)
+    return json_response(note_entity(state, lookups.note(noteable, request)))
+
+
+def update_note(state: SimulatorState, request: Request) -> Response:
+    """`PUT …/notes/:note_id` and `PUT …/discussions/:discussion_id/notes/:note_id`.
+
+    Like GitLab's `update_note` helper, the discussion id in the path is not checked
+    against the note's. Without `body`, GitLab fails validation ("can't be blank");
+    the message's hash syntax is Ruby's, as GitLab 17.x renders it (inferred).
+    """
+    body = str_param(request.params, "body")
+    if body is not None and not body.strip():
+        raise param_error("body is empty")
+    project = lookups.project(state, request)
+    noteable = lookups.noteable(project, request)
+    note = lookups.note(noteable, request)
+    if body is None:
+        if not (note.author.id == request.current_user.id or _maintains(project, request)):
+            raise forbidden()
+        raise bad_request('Failed to save note {:note=>["can\'t be blank"]}')
+    edit_note(state, project, note, request.current_user, body)
+    return json_response(note_entity(state, note))
+
+
+def _maintains(project: Project, request: Request) -> bool:
+    return (access_level(project, request.current_user) or 0) >= MAINTAINER
 
 
 def approvals_entity(
@@ -147,11 +183,19 @@ def post_unapprove(state: SimulatorState, request: Request) -> Response:
     return json_response(approvals_entity(state, project, mr, request.current_user), status=201)
 
 
+NOTEABLE_PATHS = (
+    "/projects/:id/merge_requests/:merge_request_iid",
+    "/projects/:id/issues/:issue_iid",
+)
+
+
 def register(router: Router) -> None:
-    item = "/projects/:id/merge_requests/:merge_request_iid"
-    router.add("GET", f"{item}/notes", list_notes)
-    router.add("POST", f"{item}/notes", create_note)
-    router.add("GET", f"{item}/notes/:note_id", get_note)
+    for noteable in NOTEABLE_PATHS:
+        router.add("GET", f"{noteable}/notes", list_notes)
+        router.add("POST", f"{noteable}/notes", create_note)
+        router.add("GET", f"{noteable}/notes/:note_id", get_note)
+        router.add("PUT", f"{noteable}/notes/:note_id", update_note)
+    item = NOTEABLE_PATHS[0]
     router.add("GET", f"{item}/approvals", get_approvals)
     router.add("POST", f"{item}/approve", post_approve)
     router.add("POST", f"{item}/unapprove", post_unapprove)

@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from workqueue.testing.gitlab_simulator import webhooks
+from workqueue.testing.gitlab_simulator import note_hooks, webhooks
 from workqueue.testing.gitlab_simulator.helpers_base import ProjectRef, SimulatorBase
 from workqueue.testing.gitlab_simulator.repository import ZERO_SHA
 
@@ -49,11 +49,24 @@ class WebhookHelpers(SimulatorBase):
         with self._locked() as state:
             return webhooks.job_hook(state, state.jobs[job_id])
 
-    def note_hook(self, note_id: int) -> dict[str, Any]:
+    def note_hook(
+        self, note_id: int, action: str = "create", *, user: str | None = None
+    ) -> dict[str, Any]:
+        """The Note Hook for a note on an MR or an issue (`action` "create" or "update";
+        `user`, who acted, defaults to the author, or the last editor on "update").
+        Send it under `note_hook_event(note_id)`; `send_webhook` and `emit` derive that
+        header from the body's `event_type`."""
+        with self._locked() as state:
+            actor = None if user is None else state.users[user]
+            return note_hooks.note_hook(state, state.notes[note_id], action=action, user=actor)
+
+    def note_hook_event(self, note_id: int) -> str:
+        """`X-Gitlab-Event` of the note's hook: "Note Hook", or "Confidential Note Hook"
+        for an internal note or a note on a confidential issue."""
         with self._locked() as state:
             note = state.notes[note_id]
-            found = state.projects[note.project_id]
-            return webhooks.note_hook(state, found, found.merge_requests[note.noteable_iid], note)
+            confidential = note_hooks.is_confidential(note, state.noteable_of(note))
+            return "Confidential Note Hook" if confidential else "Note Hook"
 
     def push_hook(
         self,

@@ -5,8 +5,10 @@ from __future__ import annotations
 from workqueue.testing.gitlab_simulator.errors import not_found, record_not_found
 from workqueue.testing.gitlab_simulator.routing import Request
 from workqueue.testing.gitlab_simulator.state import (
+    Issue,
     Job,
     MergeRequest,
+    Note,
     Pipeline,
     Project,
     SimulatorState,
@@ -26,6 +28,30 @@ def merge_request(found_project: Project, request: Request) -> MergeRequest:
     if mr is None:
         raise record_not_found()
     return mr
+
+
+def issue(found_project: Project, request: Request) -> Issue:
+    raw = request.path_params["issue_iid"]
+    found = found_project.issues.get(int(raw)) if raw.isdigit() else None
+    if found is None:
+        raise record_not_found()
+    return found
+
+
+def noteable(found_project: Project, request: Request) -> MergeRequest | Issue:
+    """The MR or issue a notes or discussions route names (by the route's iid parameter)."""
+    if "issue_iid" in request.path_params:
+        return issue(found_project, request)
+    return merge_request(found_project, request)
+
+
+def note(found: MergeRequest | Issue, request: Request) -> Note:
+    """`noteable.notes.find(note_id)`: a note of another noteable is RecordNotFound too."""
+    raw = request.path_params["note_id"]
+    for candidate in found.notes:
+        if str(candidate.id) == raw:
+            return candidate
+    raise record_not_found()
 
 
 def pipeline(state: SimulatorState, found_project: Project, request: Request) -> Pipeline:

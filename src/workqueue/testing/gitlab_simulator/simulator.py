@@ -21,7 +21,9 @@ from workqueue.testing.gitlab_simulator.faults import FaultInjector, FaultRule, 
 from workqueue.testing.gitlab_simulator.handlers_notes import approve, unapprove
 from workqueue.testing.gitlab_simulator.helpers_base import ProjectRef
 from workqueue.testing.gitlab_simulator.helpers_ci import CiHelpers
+from workqueue.testing.gitlab_simulator.helpers_discussions import DiscussionHelpers
 from workqueue.testing.gitlab_simulator.helpers_hook_delivery import HookDeliveryHelpers
+from workqueue.testing.gitlab_simulator.helpers_members import MemberHelpers
 from workqueue.testing.gitlab_simulator.helpers_mergeability import MergeabilityHelpers
 from workqueue.testing.gitlab_simulator.helpers_merging import MergingHelpers
 from workqueue.testing.gitlab_simulator.mergeability import (
@@ -31,8 +33,11 @@ from workqueue.testing.gitlab_simulator.mergeability import (
 from workqueue.testing.gitlab_simulator.repository import Commit, FileEntry
 from workqueue.testing.gitlab_simulator.server import SimulatorServer
 from workqueue.testing.gitlab_simulator.state import (
+    DEVELOPER,
+    MAINTAINER,
     MergeRequest,
     Project,
+    ProjectMember,
     SimulatorState,
     User,
 )
@@ -51,7 +56,14 @@ def _as_bytes(content: str | bytes) -> bytes:
     return content.encode("utf-8") if isinstance(content, str) else content
 
 
-class GitLabSimulator(CiHelpers, MergeabilityHelpers, MergingHelpers, HookDeliveryHelpers):
+class GitLabSimulator(
+    CiHelpers,
+    MergeabilityHelpers,
+    MergingHelpers,
+    HookDeliveryHelpers,
+    DiscussionHelpers,
+    MemberHelpers,
+):
     """A simulated GitLab (REST v4 subset) for tests, benchmarks and demos.
 
     `token` authenticates as the bot user (`bot_username`); a second user, `ada`,
@@ -60,6 +72,12 @@ class GitLabSimulator(CiHelpers, MergeabilityHelpers, MergingHelpers, HookDelive
     mergeability check (0: statuses are computed at once). `rebase_reads` is how
     many API reads of an MR show `rebase_in_progress` before a requested rebase
     runs (`rebasing`; 0: at once).
+
+    Every project starts with two members: the bot as Developer (30, what the
+    project's `permissions.project_access` reports) and `ada` as Maintainer (40);
+    `add_member` changes a level or adds people. Issues (`create_issue`) and
+    comments and threads on MRs and issues (`add_comment`, `discussion`, see
+    `discussions`) are there for item types that read and answer comments.
 
     `gitlab_version` (default `versions.DEFAULT_GITLAB_VERSION`, "17.6") picks the
     shapes that differ between real releases, as `versions` lists them: before
@@ -216,6 +234,10 @@ class GitLabSimulator(CiHelpers, MergeabilityHelpers, MergingHelpers, HookDelive
                 merge_pipelines_enabled=merge_pipelines_enabled or merge_trains_enabled,
                 merge_trains_enabled=merge_trains_enabled,
             )
+            project.members = {
+                user.id: ProjectMember(user, level, project.created_at)
+                for user, level in ((self.bot, DEVELOPER), (self.human, MAINTAINER))
+            }
             state.projects[project.id] = project
         if files is not None:
             self.push(

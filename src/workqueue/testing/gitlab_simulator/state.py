@@ -10,6 +10,7 @@ that keeps open merge requests in step with their source branch, as GitLab's
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import itertools
 import re
 import threading
@@ -36,8 +37,20 @@ class User:
         return Signature(self.name, self.email)
 
 
+# GitLab's project access levels (`Gitlab::Access`).
+GUEST, REPORTER, DEVELOPER, MAINTAINER, OWNER = 10, 20, 30, 40, 50
+ACCESS_LEVELS = (GUEST, REPORTER, DEVELOPER, MAINTAINER, OWNER)
+
+
 @dataclass
 class Note:
+    """A comment (or system note) on a merge request or an issue.
+
+    Every note belongs to a discussion (`discussion_id`, 40 hex digits): a plain
+    note starts its own (`type` None, an individual note); notes started as a
+    thread or replying in one are `DiscussionNote`s.
+    """
+
     id: int
     body: str
     author: User
@@ -48,6 +61,36 @@ class Note:
     updated_at: datetime
     system: bool = False
     internal: bool = False
+    noteable_type: str = "MergeRequest"  # or "Issue"
+    discussion_id: str = ""
+    type: str | None = None  # None (a plain note) or "DiscussionNote"
+    updated_by: User | None = None  # who last edited it; None until edited
+
+
+@dataclass
+class Issue:
+    id: int
+    iid: int
+    project_id: int
+    title: str
+    description: str
+    author: User
+    created_at: datetime
+    updated_at: datetime
+    confidential: bool = False
+    state: str = "opened"
+    labels: list[str] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
+
+
+@dataclass
+class ProjectMember:
+    """A direct member of a project (`ProjectMember`), with one of `ACCESS_LEVELS`."""
+
+    user: User
+    access_level: int
+    created_at: datetime
+    created_by: User | None = None
 
 
 @dataclass
@@ -196,6 +239,10 @@ class Project:
     train_cars: list[MergeTrainCar] = field(default_factory=list)
     merge_requests: dict[int, MergeRequest] = field(default_factory=dict)
     next_mr_iid: int = 1
+    issues: dict[int, Issue] = field(default_factory=dict)
+    next_issue_iid: int = 1
+    # Direct members by user id (the simulator has no groups, so these are all of them).
+    members: dict[int, ProjectMember] = field(default_factory=dict)
     next_pipeline_iid: int = 1
 
     @property
@@ -256,6 +303,8 @@ class SimulatorState:
             "job": itertools.count(90301),
             "note": itertools.count(77001),
             "merge_train_car": itertools.count(267),
+            "issue": itertools.count(3001),
+            "discussion": itertools.count(1),
         }
 
     def next_id(self, kind: str) -> int:
@@ -301,31 +350,50 @@ class SimulatorState:
     def add_system_note(self, mr: MergeRequest, author: User, body: str) -> Note:
         return self.add_note(mr, author, body, system=True)
 
+    def new_discussion_id(self, noteable: MergeRequest | Issue) -> str:
+        """40 hex digits, as GitLab's `Discussion.build_discussion_id` (a SHA-1 over the
+        noteable and a random part; here a counter, so runs repeat)."""
+        kind = "issue" if isinstance(noteable, Issue) else "merge_request"
+        seed = f"discussion-{kind}-{noteable.id}-{self.next_id('discussion')}"
+        return hashlib.sha1(seed.encode(), usedforsecurity=False).hexdigest()
+
     def add_note(
         self,
-        mr: MergeRequest,
+        noteable: MergeRequest | Issue,
         author: User,
         body: str,
         *,
         system: bool = False,
         internal: bool = False,
+        discussion_id: str | None = None,
+        note_type: str | None = None,
     ) -> Note:
+        """A note on an MR or issue; without `discussion_id` it starts a new discussion."""
         now = self.now()
         note = Note(
             id=self.next_id("note"),
             body=body,
             author=author,
-            project_id=mr.project_id,
-            noteable_id=mr.id,
-            noteable_iid=mr.iid,
+            project_id=noteable.project_id,
+            noteable_id=noteable.id,
+            noteable_iid=noteable.iid,
             created_at=now,
             updated_at=now,
             system=system,
             internal=internal,
+            noteable_type="Issue" if isinstance(noteable, Issue) else "MergeRequest",
+            discussion_id=discussion_id or self.new_discussion_id(noteable),
+            type=note_type,
         )
-        mr.notes.append(note)
+        noteable.notes.append(note)
         self.notes[note.id] = note
         return note
+
+    def noteable_of(self, note: Note) -> MergeRequest | Issue:
+        project = self.projects[note.project_id]
+        if note.noteable_type == "Issue":
+            return project.issues[note.noteable_iid]
+        return project.merge_requests[note.noteable_iid]
 
     def set_branch(self, project: Project, branch: str, sha: str | None, actor: User) -> None:
         """Move (or delete, with `sha=None`) a branch and refresh the MRs that depend on it."""

@@ -7,7 +7,8 @@ job hooks write `2025-03-01 10:00:00 UTC` (labels too), Job Hooks add
 User emails are `[REDACTED]` as GitLab sends them. What differs by GitLab
 version (`versions`) follows `state.gitlab_version`: no `detailed_merge_status`
 before 15.6, Job Hooks without `project` before 16.0. An internal note's hook
-is a `Confidential Note Hook` (`event_type: confidential_note`).
+is a `Confidential Note Hook` (`event_type: confidential_note`); Note Hooks are
+built in `note_hooks`.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ from workqueue.testing.gitlab_simulator.repository import ZERO_SHA, Commit
 from workqueue.testing.gitlab_simulator.state import (
     Job,
     MergeRequest,
-    Note,
     Pipeline,
     Project,
     SimulatorState,
@@ -217,14 +217,14 @@ def mr_attributes(state: SimulatorState, project: Project, mr: MergeRequest) -> 
         "source": side,
         "target": dict(side),
         "last_commit": hook_commit(state, project, commit) if commit is not None else None,
-        "labels": [_label(project, name) for name in sorted(mr.labels)],
+        "labels": [label_attributes(project, name) for name in sorted(mr.labels)],
     }
     if not has_detailed_merge_status(state.gitlab_version):
         del attributes["detailed_merge_status"]
     return attributes
 
 
-def _label(project: Project, title: str) -> dict[str, Any]:
+def label_attributes(project: Project, title: str) -> dict[str, Any]:
     return {
         "id": zlib.crc32(f"{project.id}:{title}".encode()) % 100000,
         "title": title,
@@ -419,39 +419,6 @@ def job_hook(state: SimulatorState, job: Job) -> dict[str, Any]:
         for key in [key for key in body["commit"] if key.endswith("_iso")]:
             del body["commit"][key]
     return body
-
-
-def note_hook(
-    state: SimulatorState, project: Project, mr: MergeRequest, note: Note
-) -> dict[str, Any]:
-    web_url = f"{state.web_url}/{project.path_with_namespace}"
-    return {
-        "object_kind": "note",
-        "event_type": "confidential_note" if note.internal else "note",
-        "user": hook_user(note.author),
-        "project_id": project.id,
-        "project": hook_project(state, project),
-        "repository": hook_repository(state, project),
-        "object_attributes": {
-            "id": note.id,
-            "internal": note.internal,
-            "note": note.body,
-            "noteable_type": "MergeRequest",
-            "author_id": note.author.id,
-            "created_at": hook_utc(note.created_at),
-            "updated_at": hook_utc(note.updated_at),
-            "project_id": project.id,
-            "attachment": None,
-            "line_code": None,
-            "commit_id": "",
-            "noteable_id": mr.id,
-            "system": note.system,
-            "st_diff": None,
-            "action": "create",
-            "url": f"{web_url}/-/merge_requests/{mr.iid}#note_{note.id}",
-        },
-        "merge_request": mr_attributes(state, project, mr),
-    }
 
 
 def _push_commit(state: SimulatorState, project: Project, commit: Commit) -> dict[str, Any]:
