@@ -26,6 +26,7 @@ from workqueue.types.plugin import HandledTypeError, InstallContext, ItemTypePlu
 PLUGIN_MODULES = (
     "workqueue.types.mr.plugin",
     "workqueue.types.trunk.plugin",
+    "workqueue.types.agent.plugin",
 )
 
 

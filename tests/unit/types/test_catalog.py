@@ -6,6 +6,7 @@ import pytest
 from pydantic import BaseModel
 
 from workqueue import schema
+from workqueue.types.agent.models import AgentWorkItem
 from workqueue.types.catalog import (
     PLUGIN_MODULES,
     Catalog,
@@ -40,9 +41,9 @@ def test_a_second_plugin_of_a_name_is_refused():
 
 
 def test_this_builds_catalog_derives_installers_sections_tables_and_routes():
-    assert set(known_types()) == {"mr", "trunk"}
-    assert set(type_config_models()) == {"mr", "trunk"}
-    assert set(catalog().detail_models()) == {MRWorkItem, TrunkWorkItem, TrunkQueue}
+    assert set(known_types()) == {"mr", "trunk", "agent"}
+    assert set(type_config_models()) == {"mr", "trunk", "agent"}
+    assert set(catalog().detail_models()) == {MRWorkItem, TrunkWorkItem, TrunkQueue, AgentWorkItem}
     assert catalog().detail_models() == schema.DETAIL_MODELS
     prefixes = {route.path for router in catalog().routers() for route in router.routes}
     assert "/api/work-items/mr" in prefixes

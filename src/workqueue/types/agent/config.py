@@ -53,6 +53,14 @@ class AgentTypeConfig(BaseModel):
         3, ge=1, le=20, description="agent calls per task before it fails (5xx, timeouts)"
     )
     rate_limit: RateLimits = Field(default_factory=RateLimits)
+    retry_initial_seconds: float = Field(
+        5, gt=0, le=3600, description="wait after the first failed agent call, doubled after each"
+    )
+    dashboard_url: str | None = Field(
+        None,
+        description="the service's address as people reach it (https://workqueue.example.com): "
+        "placeholders link the task's dashboard page",
+    )
     history_turns: int = Field(
         20, ge=0, le=200, description="earlier turns of the discussion sent as history"
     )
@@ -88,6 +96,16 @@ class AgentTypeConfig(BaseModel):
         if value not in {GUEST, REPORTER, DEVELOPER, MAINTAINER, OWNER}:
             raise ValueError("min_access_level must be 10, 20, 30, 40 or 50")
         return value
+
+    @field_validator("dashboard_url")
+    @classmethod
+    def _dashboard_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in {"http", "https"} or not parts.hostname or parts.query:
+            raise ValueError(f"dashboard_url must be an http(s) URL with a host, got {value!r}")
+        return value.rstrip("/")
 
     @field_validator("agent_url")
     @classmethod

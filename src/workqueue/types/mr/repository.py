@@ -385,3 +385,18 @@ def active_items_for_hooks(
     for n, item_id in driver_connection(session).execute(_ACTIVE_ITEMS_SQL, params):
         found[n].append(item_id)
     return found
+
+
+def live_item_of_mr(session: Session, project: str, mr_iid: int) -> MRWorkItem | None:
+    """The live item whose MR is `!mr_iid` of `project` (as the item spells its project),
+    if the service opened that MR; the newest when generations share it."""
+    return session.scalars(
+        sa.select(MRWorkItem)
+        .where(
+            MRWorkItem.project == project,
+            MRWorkItem.mr_iid == mr_iid,
+            MRWorkItem.phase.in_([Phase.ACTIVE, Phase.FAILED]),
+        )
+        .order_by(MRWorkItem.created_at.desc())
+        .limit(1)
+    ).first()
