@@ -142,7 +142,7 @@ def _create(
         internal=note.internal,
         session_id=note.session_id,
         state=AgentState.RATE_LIMITED if over else AgentState.QUEUED,
-        error=f"rate limit: {over} in the last hour" if over else None,
+        reason=f"rate limit: {over} in the last hour" if over else None,
     )
     try:
         with session.begin_nested():  # another replica may take the same note at once

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workqueue.queue import Action, Dimensions
+from workqueue.queue import Action, Dimensions, DimensionStatus
 from workqueue.types.agent.executors import APPLY_CHANGES, CALL_AGENT, POST_PLACEHOLDER, POST_REPLY
 from workqueue.types.agent.models import AgentDimension, AgentState, AgentWorkItem
 
@@ -24,4 +24,11 @@ def decide_agent(item: AgentWorkItem, dimensions: Dimensions) -> Action | None:
     for dimension, action in _ORDER:
         if dimensions.needs(dimension):
             return Action(action)
+        if _not_done(dimensions, dimension):
+            return None  # deferred (the agent is tried again later): nothing after it yet
     return None
+
+
+def _not_done(dimensions: Dimensions, dimension: str) -> bool:
+    row = dimensions.get((dimension, ""))
+    return row is not None and row.status != DimensionStatus.FALSE

@@ -99,7 +99,7 @@ class AgentExecutors:
         context.set_dimension(AgentDimension.NEEDS_REPLY, DimensionStatus.TRUE)
         item.changes_refused = None
         context.audit("agent_gave_up", reason=why)
-        item.error = why
+        item.reason = why
 
     # -- changes -------------------------------------------------------------------------
 
@@ -134,7 +134,7 @@ class AgentExecutors:
         context.set_dimension(AgentDimension.NEEDS_REPLY, DimensionStatus.FALSE)
         context.audit("agent_replied", note_id=item.reply_note_id, state=str(item.state))
         if item.state is AgentState.FAILED:
-            context.fail(item.error or "the agent gave no usable answer")
+            context.fail(item.reason or "the agent gave no usable answer")
             return
         if item.state is not AgentState.RATE_LIMITED:
             item.state = AgentState.REPLIED
@@ -142,9 +142,9 @@ class AgentExecutors:
 
     def _reply_text(self, item: AgentWorkItem) -> str:
         if item.state is AgentState.RATE_LIMITED:
-            return replies.rate_limited_text(item.id, item.error or "over the rate limit")
+            return replies.rate_limited_text(item.id, item.reason or "over the rate limit")
         if item.state is AgentState.FAILED:
-            return replies.failed_text(item.id, item.error or "no usable answer")
+            return replies.failed_text(item.id, item.reason or "no usable answer")
         if item.changes_refused is not None:
             return replies.refused_text(
                 item.id, item.changes_refused, reply=item.reply, project=item.project

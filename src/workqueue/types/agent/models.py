@@ -85,6 +85,9 @@ class AgentWorkItem(WorkItem):
     changes: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     # Why the changes were not applied (the mr rules), said in the reply.
     changes_refused: Mapped[str | None] = mapped_column(sa.Text)
+    # Why the task ends without the agent's reply (it failed, or a rate limit), as the
+    # thread is told; kept apart from the engine's `error`, which a later step clears.
+    reason: Mapped[str | None] = mapped_column(sa.Text)
     mr_item_id: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid)
     agent_calls: Mapped[int] = mapped_column(sa.Integer, nullable=False, server_default="0")
 

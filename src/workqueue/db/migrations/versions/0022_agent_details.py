@@ -53,6 +53,7 @@ def upgrade() -> None:
         sa.Column("reply", sa.Text(), nullable=True),
         sa.Column("changes", postgresql.JSONB(astext_type=sa.Text()), nullable=True),
         sa.Column("changes_refused", sa.Text(), nullable=True),
+        sa.Column("reason", sa.Text(), nullable=True),
         sa.Column("mr_item_id", sa.Uuid(), nullable=True),
         sa.Column("agent_calls", sa.Integer(), server_default="0", nullable=False),
         sa.ForeignKeyConstraint(
