@@ -182,3 +182,25 @@ def test_the_real_list_fits_80_columns_and_wide_shows_full_ids(service):
     one = run_cli("status", "--id", items[0]["id"], "--wide", url=service.url)
     assert one.returncode == 2
     assert one.stderr == "error: --id shows one item: it takes no list filters\n"
+
+
+def test_an_agent_task_shows_its_thread_and_state():
+    task = _item(
+        5,
+        "active",
+        30,
+        item_type="agent",
+        project="demo/widgets",
+        noteable_type="issue",
+        noteable_iid=12,
+        note_url="https://gitlab.example.com/demo/widgets/-/issues/12#note_3",
+        state="calling",
+    )
+    console = Console(width=100, record=True, color_system=None)
+    console.print(list_view([task], width=100, wide=False, now=NOW))
+    [line] = [line for line in console.export_text().splitlines() if "agent" in line]
+    assert "#12" in line
+    assert "calling" in line
+    wide = Console(width=200, record=True, color_system=None)
+    wide.print(list_view([task], width=200, wide=True, now=NOW))
+    assert "issues/12#note_3" in wide.export_text()

@@ -133,3 +133,22 @@ def test_checks_are_listed_per_commit_with_links_only_for_http():
     assert "checks" not in rows
     assert rows["post_merge"] == f"merge_commit_sha={'c' * 40}"
     assert views.checks(body(), NOW) == []
+
+
+def test_an_agent_tasks_thread_and_the_item_it_made_are_links():
+    made = str(uuid.uuid4())
+    item = body(
+        note_url="https://gitlab.example/g/p/-/issues/4#note_77",
+        noteable_type="issue",
+        noteable_iid=4,
+        mr_item_id=made,
+        request="bump the kernel",
+    )
+    assert views.thread_link(item) == views.Link(
+        "thread on #4", "https://gitlab.example/g/p/-/issues/4#note_77"
+    )
+    assert views.related_items(item) == [("mr_item_id", made)]
+    assert views.summary(item) == "bump the kernel"
+    assert "note_url" not in dict(views.detail_rows(item))
+    assert views.thread_link(body(note_url="javascript:alert(1)")) is None
+    assert views.related_items(body(mr_item_id="not-an-id")) == []

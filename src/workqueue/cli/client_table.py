@@ -121,6 +121,11 @@ def _reference(details: Mapping[str, Any], *, wide: bool) -> str:
         return str(details["mr_url"])
     if details.get("mr_iid") is not None:
         return f"!{details['mr_iid']}"
+    if details.get("noteable_iid") is not None:  # an agent task: the thread it answers
+        if wide and details.get("note_url"):
+            return str(details["note_url"])
+        sigil = "!" if details.get("noteable_type") == "merge_request" else "#"
+        return f"{sigil}{details['noteable_iid']}"
     sha = details.get("sha")
     if isinstance(sha, str) and sha:
         return sha if wide else sha[:SHORT_SHA]
@@ -141,6 +146,8 @@ def _note(item: Mapping[str, Any], details: Mapping[str, Any], *, wide: bool) ->
         return Text(text, style="yellow")
     if details.get("completion_reason"):
         return Text(str(details["completion_reason"]), style="dim")
+    if details.get("noteable_type") and details.get("state"):  # an agent task
+        return Text(str(details["state"]), style="dim")
     return Text("")
 
 

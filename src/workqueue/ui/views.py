@@ -7,6 +7,7 @@ shown as nothing, never as `None`.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -17,7 +18,7 @@ from workqueue.api.schemas import DimensionBody, WorkItemBody
 
 # Fields shown elsewhere on the item page, or too large to print as a value.
 _SHOWN_APART = frozenset(
-    {"merge_blocker", "file_actions", "description", "mr_url", "pipeline_url", "checks"}
+    {"merge_blocker", "file_actions", "description", "mr_url", "pipeline_url", "checks", "note_url"}
 )
 
 
@@ -93,9 +94,10 @@ def since(value: Any, moment: datetime) -> str:
 
 
 def summary(item: WorkItemBody) -> str:
-    """One line that says what the item is about: its title, else its commit."""
+    """One line that says what the item is about: its title, else its commit, else what
+    it was asked."""
     details = item.details
-    for field in ("title", "sha"):
+    for field in ("title", "sha", "request"):
         value = details.get(field)
         if isinstance(value, str) and value:
             return value
@@ -142,6 +144,28 @@ def merge_request_link(item: WorkItemBody) -> Link | None:
         return None
     iid = item.details.get("mr_iid")
     return Link(f"!{iid}" if iid is not None else "merge request", url)
+
+
+def thread_link(item: WorkItemBody) -> Link | None:
+    """The GitLab note an item answers (`details.note_url`), for http(s) links only."""
+    url = web_url(item.details.get("note_url"))
+    if url is None:
+        return None
+    iid, kind = item.details.get("noteable_iid"), item.details.get("noteable_type")
+    sigil = "!" if kind == "merge_request" else "#"
+    return Link(f"thread on {sigil}{iid}" if iid is not None else "thread", url)
+
+
+def related_items(item: WorkItemBody) -> list[tuple[str, str]]:
+    """(detail name, item id) of every `*_item_id` detail: other items this one made."""
+    found = []
+    for name, value in sorted(item.details.items()):
+        if name.endswith("_item_id") and isinstance(value, str):
+            try:
+                found.append((name, str(uuid.UUID(value))))
+            except ValueError:
+                continue
+    return found
 
 
 def pipeline_link(item: WorkItemBody) -> Link | None:

@@ -135,6 +135,7 @@ def _create(
         noteable_iid=note.noteable_iid,
         note_id=note.note_id,
         discussion_id=note.discussion_id,
+        note_url=_on_instance(note.url, config.gitlab_url),
         author=note.author,
         author_id=note.author_id,
         author_access=level,
@@ -162,6 +163,13 @@ def _create(
             )
     enqueue.notify_wake(session, AGENT_ITEM_TYPE, item.id)
     return item.id
+
+
+def _on_instance(url: str | None, gitlab_url: str) -> str | None:
+    """The hook's note URL when it is a plain https(s) link into the configured instance."""
+    if url is None or len(url) > 2048 or any(ch.isspace() or ord(ch) < 32 for ch in url):
+        return None
+    return url if url.startswith(gitlab_url + "/") else None
 
 
 def _keep(session: Session, body: Mapping[str, Any], error: Exception) -> None:

@@ -64,6 +64,9 @@ class AgentWorkItem(WorkItem):
     # GitLab's note ids are unique per instance: one item per note, whatever redelivers it.
     note_id: Mapped[int] = mapped_column(sa.BigInteger, nullable=False, unique=True)
     discussion_id: Mapped[str | None] = mapped_column(sa.Text)
+    # The note on GitLab (a link for people): the hook's, kept only when it points at
+    # the configured instance.
+    note_url: Mapped[str | None] = mapped_column(sa.Text)
     author: Mapped[str] = mapped_column(sa.Text, nullable=False)
     author_id: Mapped[int] = mapped_column(sa.BigInteger, nullable=False)
     # The author's access level on the project when the note was taken (GitLab's

@@ -55,6 +55,7 @@ class TriggerNote:
     author: str  # username
     text: str  # the note without the trigger
     internal: bool
+    url: str | None  # the note on GitLab, as the hook says (checked by the creator)
 
     @property
     def session_id(self) -> uuid.UUID:
@@ -123,6 +124,7 @@ def _read(body: Mapping[str, Any], trigger: str) -> TriggerNote | None:
         author=str(author),
         text=text,
         internal=body.get("event_type") == CONFIDENTIAL_EVENT or note.get("internal") is True,
+        url=note.get("url") if isinstance(note.get("url"), str) else None,
     )
 
 

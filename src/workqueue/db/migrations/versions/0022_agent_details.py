@@ -35,6 +35,7 @@ def upgrade() -> None:
         sa.Column("noteable_iid", sa.BigInteger(), nullable=False),
         sa.Column("note_id", sa.BigInteger(), nullable=False),
         sa.Column("discussion_id", sa.Text(), nullable=True),
+        sa.Column("note_url", sa.Text(), nullable=True),
         sa.Column("author", sa.Text(), nullable=False),
         sa.Column("author_id", sa.BigInteger(), nullable=False),
         sa.Column("author_access", sa.Integer(), nullable=False),
