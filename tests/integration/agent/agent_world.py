@@ -6,8 +6,8 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
@@ -41,6 +41,26 @@ class AgentWorld:
     simulator: GitLabSimulator
     agent: FakeAgent
     issue_iid: int
+    conninfo: str | None = None
+    stack: ExitStack = field(default_factory=ExitStack)
+
+    def recover(self) -> None:
+        """Another worker takes over: a manager that handles both types."""
+        self.manager = self.stack.enter_context(
+            running_manager(
+                self.sessions,
+                self.registry,
+                fast_config(),
+                handled_types=["mr", "agent"],
+                conninfo=self.conninfo,
+            )
+        )
+
+    def bot_notes_on(self, note_id: int) -> list[str]:
+        """The service's notes in the note's thread, read from GitLab only."""
+        discussion = self.simulator.note_discussion_id(note_id)
+        notes = self.simulator.discussion(PROJECT, "Issue", self.issue_iid, discussion)
+        return [n["body"] for n in notes if n["author"]["username"] == self.simulator.bot.username]
 
     def comment(
         self,
@@ -138,7 +158,9 @@ def new_simulator() -> GitLabSimulator:
 def agent_world(
     sessions: sessionmaker[Session],
     simulator: GitLabSimulator,
-    conninfo: str,
+    conninfo: str | None,
+    *,
+    handled: list[str] | None = None,
     **agent_section: Any,
 ) -> Iterator[AgentWorld]:
     """`conninfo`: the manager LISTENs, as in the service, so an item created by another
@@ -161,10 +183,13 @@ def agent_world(
             ),
         )
         issue = simulator.create_issue(PROJECT, "Bump the kernel")
+        types = ["mr", "agent"] if handled is None else handled
         with running_manager(
-            sessions, registry, fast_config(), handled_types=["mr", "agent"], conninfo=conninfo
+            sessions, registry, fast_config(), handled_types=types, conninfo=conninfo
         ) as manager:
-            yield AgentWorld(sessions, registry, manager, simulator, agent, issue)
+            world = AgentWorld(sessions, registry, manager, simulator, agent, issue, conninfo)
+            with world.stack:
+                yield world
 
 
 def item_id(task: AgentWorkItem) -> uuid.UUID:
