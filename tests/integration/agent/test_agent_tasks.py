@@ -9,7 +9,8 @@ import uuid
 
 from agent_world import AGENT_TOKEN, DEVELOPER, GUEST, MAINTAINER, agent_world
 from fake_agent import Scripted
-from mr_harness import PROJECT
+from harness import wait_until
+from mr_harness import PROJECT, body, submit
 
 from workqueue.queue.models import Phase
 from workqueue.types.agent.replies import NEUTRALISED_NOTICE
@@ -211,3 +212,39 @@ def test_rate_limits_answer_once_and_call_no_agent(sessions, simulator, conninfo
         assert len(world.tasks()) == 3  # the fourth creates nothing: told once an hour
         assert len(world.agent.calls) == 2
         assert uuid.UUID(str(task.id))
+
+
+def test_on_the_services_own_mr_the_changes_update_its_item(sessions, simulator, conninfo):
+    with agent_world(sessions, simulator, conninfo) as world:
+        existing = submit(sessions, world.registry, body(auto_merge=True)).item
+        world.manager.notify(existing.id)
+
+        def mr_iid() -> int | None:
+            with world.sessions() as session:
+                return session.get(MRWorkItem, existing.id).mr_iid
+
+        wait_until(lambda: mr_iid() is not None, what="the item's MR")
+        world.wait_settled()
+        world.agent.answer(Scripted(body={"reply": "Updated.", "changes": CHANGES}))
+        note = world.comment(f"{TRIGGER} bump to 2", noteable="merge_request", iid=mr_iid())
+        task = world.wait_task(note, Phase.COMPLETED)
+        assert task.mr_item_id == existing.id
+        with world.sessions() as session:
+            updated = session.get(MRWorkItem, existing.id)
+            assert updated.file_actions[0]["content"] == "Version: 2\n"
+            # A Developer's changes never merge by themselves, even on an auto-merging MR.
+            assert updated.auto_merge is False
+            assert (updated.caller_issuer, updated.caller_identity) == ("local", "tests")
+
+
+def test_a_confidential_note_is_answered_in_an_internal_note(sessions, simulator, conninfo):
+    with agent_world(sessions, simulator, conninfo) as world:
+        note_id = simulator.add_comment(
+            PROJECT, "Issue", world.issue_iid, f"{TRIGGER} secret", user=DEVELOPER, internal=True
+        )
+        world.deliver(note_id)
+        task = world.wait_task(note_id, Phase.COMPLETED)
+        assert task.internal is True
+        thread = world.thread_of(note_id)
+        replies = [n for n in thread if n["author"]["username"] == simulator.bot.username]
+        assert [n["internal"] for n in replies] == [True]
