@@ -483,7 +483,32 @@ class GitLabClient:
     ) -> list[NoteInfo]:
         """The notes of one discussion, oldest first."""
         path = f"{self._noteable(project, noteable, iid)}/discussions/{_enc(discussion_id)}"
-        return self._transport.get("discussions.get", path, parse_discussion_notes)
+        try:
+            return self._transport.get("discussions.get", path, parse_discussion_notes)
+        except PermanentGitLabError as error:
+            if error.status == 404:
+                return []  # no such thread there
+            raise
+
+    def note(self, project: ProjectRef, noteable: str, iid: int, note_id: int) -> NoteInfo | None:
+        """One note of the MR or issue as GitLab has it; None when it has no such note."""
+        try:
+            return self._transport.get(
+                "notes.get",
+                f"{self._noteable(project, noteable, iid)}/notes/{int(note_id)}",
+                parse_note,
+            )
+        except PermanentGitLabError as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def issue_is_confidential(self, project: ProjectRef, iid: int) -> bool:
+        return self._transport.get(
+            "issues.get",
+            f"{self._noteable(project, 'issue', iid)}",
+            lambda data: bool(isinstance(data, Mapping) and data.get("confidential") is True),
+        )
 
     def noteable_notes(self, project: ProjectRef, noteable: str, iid: int) -> list[NoteInfo]:
         """Every note of the MR or issue, oldest first."""

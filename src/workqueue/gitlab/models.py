@@ -462,6 +462,8 @@ class NoteInfo:
     body: str
     author: str  # username
     system: bool
+    author_id: int | None = None
+    internal: bool = False  # `internal`, or `confidential` before GitLab 15.x
 
 
 def parse_note(data: Any) -> NoteInfo:
@@ -472,6 +474,8 @@ def parse_note(data: Any) -> NoteInfo:
         body=fields.opt_text("body") or "",
         author=author.text("username") if author is not None else "",
         system=fields.flag("system"),
+        author_id=author.opt_integer("id") if author is not None else None,
+        internal=fields.flag("internal") or fields.flag("confidential"),
     )
 
 

@@ -121,7 +121,15 @@ class AgentWorld:
         return self.task(note_id)
 
     def wait_settled(self, timeout: float = 30) -> None:
-        wait_until(lambda: settled(self.sessions), timeout=timeout, what="settled")
+        """No item busy and no delivery waiting to be resolved: a note that would create
+        a task has created it by then."""
+
+        def quiet() -> bool:
+            with self.sessions() as session:
+                waiting = session.scalar(sa.text("SELECT count(*) FROM incoming_deliveries"))
+            return waiting == 0 and settled(self.sessions)
+
+        wait_until(quiet, timeout=timeout, what="settled")
 
     def thread_of(self, note_id: int) -> list[dict[str, Any]]:
         discussion = self.simulator.note_discussion_id(note_id)

@@ -248,3 +248,12 @@ def test_a_confidential_note_is_answered_in_an_internal_note(sessions, simulator
         thread = world.thread_of(note_id)
         replies = [n for n in thread if n["author"]["username"] == simulator.bot.username]
         assert [n["internal"] for n in replies] == [True]
+
+
+def test_settling_waits_for_the_intake(sessions, simulator, conninfo):
+    """The harness's own guarantee: "creates nothing" tests mean it only if settling
+    waits until stored deliveries are resolved."""
+    with agent_world(sessions, simulator, conninfo) as world:
+        world.comment(f"{TRIGGER} do it", user=DEVELOPER)
+        world.wait_settled()
+        assert world.tasks() != []

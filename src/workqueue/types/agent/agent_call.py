@@ -13,8 +13,9 @@ tries again later, up to `max_attempts`); any other answer is `AgentRefused`.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -74,31 +75,81 @@ def task_body(item: AgentWorkItem, turns: list[Turn]) -> dict[str, Any]:
 @dataclass(frozen=True)
 class AgentClient:
     url: str
-    token: str
-    timeout_seconds: float
+    token: str = field(repr=False)
+    timeout_seconds: float = 900.0
 
     def call(self, body: Mapping[str, Any]) -> Answer:
+        """One call, within `timeout_seconds` in all (an agent that drips its answer is
+        cut off too), its answer read up to `MAX_ANSWER_BYTES`."""
+        deadline = time.monotonic() + self.timeout_seconds
         try:
-            with httpx.Client(timeout=self.timeout_seconds, follow_redirects=False) as client:
-                response = client.post(
-                    self.url, json=dict(body), headers={"Authorization": f"Bearer {self.token}"}
-                )
+            with (
+                httpx.Client(timeout=self.timeout_seconds, follow_redirects=False) as client,
+                client.stream(
+                    "POST",
+                    self.url,
+                    json=dict(body),
+                    headers={"Authorization": f"Bearer {self.token}"},
+                ) as response,
+            ):
+                if response.status_code >= 500:
+                    raise AgentUnavailable(f"the agent answered {response.status_code}")
+                if response.status_code != 200:
+                    raise AgentRefused(f"the agent answered {response.status_code}")
+                content = _read_within(response, deadline, self.timeout_seconds)
         except httpx.TimeoutException:
             raise AgentUnavailable(f"no answer within {self.timeout_seconds:g} s") from None
         except httpx.HTTPError as error:
             raise AgentUnavailable(f"cannot reach the agent: {type(error).__name__}") from None
-        if response.status_code >= 500:
-            raise AgentUnavailable(f"the agent answered {response.status_code}")
-        if response.status_code != 200:
-            raise AgentRefused(f"the agent answered {response.status_code}")
-        if len(response.content) > MAX_ANSWER_BYTES:
+        return parse_answer(content)
+
+
+def _read_within(response: httpx.Response, deadline: float, timeout: float) -> bytes:
+    chunks, size = [], 0
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
             raise AgentRefused("the agent's answer is over 16 MiB")
-        try:
-            return Answer.model_validate(json.loads(response.content))
-        except (ValueError, ValidationError) as error:
-            raise AgentRefused(
-                f"the agent's answer is not {{reply, changes}}: {_first(error)}"
-            ) from None
+        if time.monotonic() > deadline:
+            raise AgentUnavailable(f"no answer within {timeout:g} s")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def parse_answer(content: bytes) -> Answer:
+    """The answer, or AgentRefused: not JSON, nested past reason, not `{reply, changes}`,
+    or holding what no text column can keep (NUL characters, lone surrogates)."""
+    try:
+        data = json.loads(content)
+    except (ValueError, RecursionError):
+        raise AgentRefused("the agent's answer is not JSON (or nested too deep)") from None
+    if not _storable(data):
+        raise AgentRefused("the agent's answer holds NUL characters or lone surrogates")
+    try:
+        return Answer.model_validate(data)
+    except (ValidationError, RecursionError) as error:
+        why = f"the agent's answer is not {{reply, changes}}: {_first(error)}"
+        raise AgentRefused(why) from None
+
+
+def _storable(data: Any, depth: int = 0) -> bool:
+    if depth > 64:
+        return False
+    if isinstance(data, str):
+        return "\x00" not in data and _encodes(data)
+    if isinstance(data, dict):
+        return all(_storable(k, depth) and _storable(v, depth + 1) for k, v in data.items())
+    if isinstance(data, list):
+        return all(_storable(v, depth + 1) for v in data)
+    return True
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
+    return True
 
 
 def _first(error: Exception) -> str:

@@ -9,10 +9,14 @@ project only, as caller `agent:<note author>`.
   branch, its own caller): a Developer could push to that branch anyway.
 * Elsewhere, one new branch per discussion (`<prefix>agent-<session>`), so a
   follow-up in the thread updates the same MR.
-* The author's access bounds the merge: the item merges when green only if
-  the author is at least a Maintainer, who may merge into protected branches;
-  a Developer's changes get an MR that a person merges. An update keeps the
-  item's own `auto_merge` only under the same rule.
+* The author's access bounds what the changes may do: below Developer (who
+  may push) there are no changes at all, whatever `min_access_level` lets
+  talk to the agent; the item merges when green only if the author is at
+  least a Maintainer, who may merge into protected branches; a Developer's
+  changes get an MR that a person merges. An update keeps the item's own
+  `auto_merge` only under the same rule.
+* Changes asked for in an internal note, or on a confidential issue, are
+  refused: the MR would publish what the thread keeps private.
 
 A refusal (the `mr` rules, another caller's live branch, no `mr` type on
 this replica) is a `ChangesRefused` whose message the reply quotes.
@@ -26,7 +30,7 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from workqueue.queue import Phase, Submitter, TypeRegistry
-from workqueue.types.agent.config import MAINTAINER
+from workqueue.types.agent.config import DEVELOPER, MAINTAINER
 from workqueue.types.agent.models import AgentWorkItem
 from workqueue.types.mr import repository as mr_repository
 from workqueue.types.mr.config import MRTypeConfig
@@ -49,6 +53,12 @@ class ChangesRefused(Exception):  # noqa: N818 - a verdict, said in the thread
 def submit_changes(session: Session, registry: TypeRegistry, item: AgentWorkItem) -> SubmitResult:
     if MR_ITEM_TYPE not in registry.item_types:
         raise ChangesRefused("this service does not handle mr items")
+    if item.author_access < DEVELOPER:
+        # Whoever may talk to the agent may not push: changes need push rights.
+        raise ChangesRefused(f"changes need Developer access; {item.author} has less")
+    if item.internal:
+        # An MR is as public as the project: it would publish the private thread.
+        raise ChangesRefused("changes asked for in an internal or confidential thread")
     registration = registry.get(MR_ITEM_TYPE)
     config = cast("MRTypeConfig", registration.config)
     changes = item.changes or {}

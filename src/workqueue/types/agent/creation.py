@@ -21,6 +21,7 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,7 +41,7 @@ from workqueue.queue import (
 from workqueue.types.agent import repository
 from workqueue.types.agent.config import AgentTypeConfig
 from workqueue.types.agent.models import AGENT_ITEM_TYPE, AgentDimension, AgentState, AgentWorkItem
-from workqueue.types.agent.routing import TriggerNote, trigger_note
+from workqueue.types.agent.routing import TriggerNote, after_trigger, trigger_note
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +86,10 @@ def note_creator(config: AgentTypeConfig, gitlab: GitLabClient, access: AccessLe
             )
             if note is None or repository.task_of_note(session, note.note_id) is not None:
                 return []
+            # A hook is a hint: who wrote what, and where, is read back from GitLab.
+            note = confirmed(gitlab, note, config.trigger)
+            if note is None:
+                return []
             level = access.level(note.project_id, note.author_id)
         except GitLabError as error:
             _keep(session, body, error)
@@ -102,6 +107,34 @@ def note_creator(config: AgentTypeConfig, gitlab: GitLabClient, access: AccessLe
         return [created] if created is not None else []
 
     return create_from_note
+
+
+def confirmed(gitlab: GitLabClient, hinted: TriggerNote, trigger: str) -> TriggerNote | None:
+    """The note as GitLab has it, in the thread and on the MR or issue the hook named:
+    its author, text and visibility are GitLab's; None when GitLab has no such note
+    there, a system note, or one that does not start with the trigger (anymore)."""
+    kind, iid = hinted.noteable.value, hinted.noteable_iid
+    if hinted.discussion_id is not None:
+        thread = gitlab.thread_notes(hinted.project_id, kind, iid, hinted.discussion_id)
+        found = next((note for note in thread if note.id == hinted.note_id), None)
+    else:
+        found = gitlab.note(hinted.project_id, kind, iid, hinted.note_id)
+    if found is None or found.system or found.author_id is None or not found.author:
+        return None
+    text = after_trigger(found.body, trigger)
+    if text is None:
+        return None
+    # Private whatever the hook says: an internal note, or any note on a confidential issue.
+    internal = found.internal or (
+        kind == "issue" and gitlab.issue_is_confidential(hinted.project_id, iid)
+    )
+    return replace(
+        hinted,
+        author=found.author,
+        author_id=found.author_id,
+        text=text,
+        internal=hinted.internal or internal,
+    )
 
 
 def _create(

@@ -155,6 +155,24 @@ class AgentExecutors:
             mr_line = f"Changes: [merge request item]({url})" if url else "Changes: submitted."
         return replies.reply_text(item.id, item.reply or "", item.project, mr_line=mr_line)
 
+    # -- when the engine gives up ------------------------------------------------------
+
+    def failed(self, _session: object, item: AgentWorkItem, message: str) -> None:
+        """Failure hook: the engine failed the task (a step kept failing). The thread is
+        told, if GitLab takes it now; the task ends `failed` either way."""
+        item.state = AgentState.FAILED
+        item.reason = item.reason or message
+        try:
+            text = replies.failed_text(item.id, item.reason)
+            if item.reply_note_id is not None:
+                self._gitlab.edit_note(
+                    item.project_id, item.noteable_type, item.noteable_iid, item.reply_note_id, text
+                )
+            else:
+                item.reply_note_id = self._own_note(item) or self._post(item, text)
+        except Exception:  # the thread keeps its placeholder: GitLab is what failed
+            logger.warning("agent task %s failed; its thread could not be told", item.id)
+
     # -- GitLab --------------------------------------------------------------------------
 
     def _own_note(self, item: AgentWorkItem) -> int | None:

@@ -18,7 +18,7 @@ from workqueue.types.agent.executors import (
     POST_REPLY,
     AgentExecutors,
 )
-from workqueue.types.agent.models import AGENT_ITEM_TYPE, AgentState, AgentWorkItem
+from workqueue.types.agent.models import AGENT_ITEM_TYPE, AgentWorkItem
 from workqueue.types.gitlab_connection import connect_gitlab
 from workqueue.types.plugin import HandledTypeError, InstallContext
 
@@ -45,13 +45,7 @@ def install_agent(
     registration.add_executor(APPLY_CHANGES, executors.apply_changes)
     registration.add_executor(POST_REPLY, executors.post_reply)
     registration.add_creator(NOTE_EVENT, note_creator(config, gitlab, AccessLevels(gitlab)))
-    registration.set_failure_hook(_failed)
+    registration.set_failure_hook(executors.failed)
     registration.set_project_path_resolver(
         lambda project: gitlab.project(project).path_with_namespace
     )
-
-
-def _failed(_session: Any, item: AgentWorkItem, _message: str) -> None:
-    """The engine failed the task (GitLab kept failing): its state says so. The thread
-    keeps the placeholder: writing to GitLab is what just failed."""
-    item.state = AgentState.FAILED

@@ -89,7 +89,7 @@ def _read(body: Mapping[str, Any], trigger: str) -> TriggerNote | None:
     user = _mapping(body.get("user"))
     project = _mapping(body.get("project"))
     noteable = NOTEABLE_TYPES.get(str(note.get("noteable_type")))
-    text = _after_trigger(note.get("note"), trigger)
+    text = after_trigger(note.get("note"), trigger)
     if (
         note.get("system") is True
         or note.get("action") not in {None, "create"}
@@ -128,7 +128,7 @@ def _read(body: Mapping[str, Any], trigger: str) -> TriggerNote | None:
     )
 
 
-def _after_trigger(note: Any, trigger: str) -> str | None:
+def after_trigger(note: Any, trigger: str) -> str | None:
     if not isinstance(note, str):
         return None
     stripped = note.lstrip()
