@@ -155,7 +155,8 @@ class AgentWorld:
 def new_simulator() -> GitLabSimulator:
     simulator = GitLabSimulator(token=TOKEN)
     simulator.start()
-    simulator.create_project(PROJECT, FILES)
+    # As GitLab protects a new project's default branch: Maintainers merge.
+    simulator.create_project(PROJECT, FILES, protected_branches=["main"])
     simulator.add_member(PROJECT, DEVELOPER, 30)
     simulator.add_member(PROJECT, GUEST, 10)
     simulator.add_member(PROJECT, MAINTAINER, 40)

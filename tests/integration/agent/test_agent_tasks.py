@@ -257,3 +257,15 @@ def test_settling_waits_for_the_intake(sessions, simulator, conninfo):
         world.comment(f"{TRIGGER} do it", user=DEVELOPER)
         world.wait_settled()
         assert world.tasks() != []
+
+
+def test_a_developer_may_merge_where_developers_may_merge(sessions, simulator, conninfo):
+    """The merge right is GitLab's: on an unprotected default branch a Developer may merge,
+    so the agent's changes for them merge when green."""
+    simulator.configure_project(PROJECT, protected_branches=[])
+    with agent_world(sessions, simulator, conninfo) as world:
+        world.agent.answer(Scripted(body={"reply": "Done.", "changes": CHANGES}))
+        note = world.comment(f"{TRIGGER} bump it", user=DEVELOPER)
+        task = world.wait_task(note, Phase.COMPLETED)
+        with world.sessions() as session:
+            assert session.get(MRWorkItem, task.mr_item_id).auto_merge is True

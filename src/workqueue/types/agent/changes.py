@@ -11,9 +11,10 @@ project only, as caller `agent:<note author>`.
   follow-up in the thread updates the same MR.
 * The author's access bounds what the changes may do: below Developer (who
   may push) there are no changes at all, whatever `min_access_level` lets
-  talk to the agent; the item merges when green only if the author is at
-  least a Maintainer, who may merge into protected branches; a Developer's
-  changes get an MR that a person merges. An update keeps the item's own
+  talk to the agent; the item merges when green only if the author may merge
+  into its target branch as GitLab protects it (`merge_level`: Developer for
+  an unprotected branch or one that lets Developers merge, else Maintainer);
+  otherwise the MR waits for a person. An update keeps the item's own
   `auto_merge` only under the same rule.
 * Changes asked for in an internal note, or on a confidential issue, are
   refused: the MR would publish what the thread keeps private.
@@ -24,13 +25,14 @@ this replica) is a `ChangesRefused` whose message the reply quotes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import cast
 
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from workqueue.queue import Phase, Submitter, TypeRegistry
-from workqueue.types.agent.config import DEVELOPER, MAINTAINER
+from workqueue.types.agent.config import DEVELOPER
 from workqueue.types.agent.models import AgentWorkItem
 from workqueue.types.mr import repository as mr_repository
 from workqueue.types.mr.config import MRTypeConfig
@@ -50,7 +52,13 @@ class ChangesRefused(Exception):  # noqa: N818 - a verdict, said in the thread
     """The agent's changes were not submitted; the message says why."""
 
 
-def submit_changes(session: Session, registry: TypeRegistry, item: AgentWorkItem) -> SubmitResult:
+MergeLevel = Callable[[str | None], int]
+"""The access a person needs to merge into a target branch (None: the default branch)."""
+
+
+def submit_changes(
+    session: Session, registry: TypeRegistry, item: AgentWorkItem, merge_level: MergeLevel
+) -> SubmitResult:
     if MR_ITEM_TYPE not in registry.item_types:
         raise ChangesRefused("this service does not handle mr items")
     if item.author_access < DEVELOPER:
@@ -62,16 +70,15 @@ def submit_changes(session: Session, registry: TypeRegistry, item: AgentWorkItem
     registration = registry.get(MR_ITEM_TYPE)
     config = cast("MRTypeConfig", registration.config)
     changes = item.changes or {}
-    may_merge = item.author_access >= MAINTAINER
     own = _own_mr_item(session, item)
     if own is not None:
         submitter = Submitter(own.caller_issuer or "", own.caller_identity)
         branch, target = own.source_branch, own.target_branch
-        auto_merge = own.auto_merge and may_merge
+        auto_merge = own.auto_merge and item.author_access >= merge_level(target)
     else:
         submitter = Submitter(AGENT_ISSUER, f"agent:{item.author}")
         branch = f"{config.source_branch_prefix}agent-{str(item.session_id)[:8]}"
-        target, auto_merge = None, may_merge
+        target, auto_merge = None, item.author_access >= merge_level(None)
     where = (
         f"!{item.noteable_iid}"
         if item.noteable_type == "merge_request"

@@ -26,7 +26,7 @@ from workqueue.queue import DimensionStatus, ExecutionContext, Phase, TypeRegist
 from workqueue.types.agent import replies, repository
 from workqueue.types.agent.agent_call import AgentClient, AgentRefused, AgentUnavailable, task_body
 from workqueue.types.agent.changes import ChangesRefused, submit_changes
-from workqueue.types.agent.config import AgentTypeConfig
+from workqueue.types.agent.config import DEVELOPER, MAINTAINER, AgentTypeConfig
 from workqueue.types.agent.models import AgentDimension, AgentState, AgentWorkItem
 
 logger = logging.getLogger(__name__)
@@ -107,7 +107,12 @@ class AgentExecutors:
         item = cast("AgentWorkItem", context.item)
         if item.changes and item.mr_item_id is None:
             try:
-                result = submit_changes(context.session, self._registry, item)
+                result = submit_changes(
+                    context.session,
+                    self._registry,
+                    item,
+                    lambda target: self._merge_level(item, target),
+                )
             except ChangesRefused as refusal:
                 item.changes_refused = str(refusal)
                 context.audit("agent_changes_refused", reason=str(refusal))
@@ -174,6 +179,15 @@ class AgentExecutors:
             logger.warning("agent task %s failed; its thread could not be told", item.id)
 
     # -- GitLab --------------------------------------------------------------------------
+
+    def _merge_level(self, item: AgentWorkItem, target: str | None) -> int:
+        """The access needed to merge into `target` (None: the default branch) as GitLab
+        protects it now; a branch GitLab does not show counts as Maintainers only."""
+        name = target or self._gitlab.project(item.project_id).default_branch
+        branch = self._gitlab.branch(item.project_id, name) if name else None
+        if branch is None:
+            return MAINTAINER
+        return DEVELOPER if branch.developers_can_merge else MAINTAINER
 
     def _own_note(self, item: AgentWorkItem) -> int | None:
         """The service's note carrying this task's marker in the thread, if one exists."""
