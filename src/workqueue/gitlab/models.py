@@ -71,9 +71,10 @@ class BranchInfo:
     protected: bool
     default: bool
     commit: CommitInfo  # the head commit
-    # Whether Developers may merge into it (a protected branch allowing them, or any
-    # unprotected branch); False when only Maintainers, someone named, or no one may.
-    developers_can_merge: bool = True
+    # For a protected branch: whether its rule lets Developers merge. GitLab answers
+    # false for every unprotected branch (where any Developer may merge): read it
+    # together with `protected`.
+    developers_can_merge: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,19 +283,12 @@ def parse_branch(data: Any) -> BranchInfo:
     if commit is None:
         raise ResponseShapeError("branch.commit: expected an object, got nothing")
     head = parse_commit(commit.raw, "branch.commit")
-    protected = fields.flag("protected")
-    # Not said: as GitLab's default protection (Maintainers only) when protected.
-    said = fields.opt_flag("developers_can_merge")
-    developers_can_merge = (not protected) if said is None else said
     return BranchInfo(
         name=fields.text("name"),
         sha=head.sha,
-        protected=protected,
+        protected=fields.flag("protected"),
         default=fields.flag("default"),
-        # Not said: as GitLab's default protection (Maintainers only) when protected.
-        developers_can_merge=(not protected)
-        if developers_can_merge is None
-        else developers_can_merge,
+        developers_can_merge=fields.flag("developers_can_merge"),
         commit=head,
     )
 

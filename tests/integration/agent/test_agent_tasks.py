@@ -12,7 +12,9 @@ from fake_agent import Scripted
 from harness import wait_until
 from mr_harness import PROJECT, body, submit
 
+from workqueue.queue import enqueue
 from workqueue.queue.models import Phase
+from workqueue.types.agent.models import AgentWorkItem
 from workqueue.types.agent.replies import NEUTRALISED_NOTICE
 from workqueue.types.mr.models import MRWorkItem
 
@@ -269,3 +271,37 @@ def test_a_developer_may_merge_where_developers_may_merge(sessions, simulator, c
         task = world.wait_task(note, Phase.COMPLETED)
         with world.sessions() as session:
             assert session.get(MRWorkItem, task.mr_item_id).auto_merge is True
+
+
+def test_a_failed_task_retried_asks_the_agent_again(sessions, simulator, conninfo):
+    with agent_world(sessions, simulator, conninfo, max_attempts=1) as world:
+        world.agent.answer(Scripted(status=500, body={}))
+        note = world.comment(f"{TRIGGER} try")
+        failed = world.wait_task(note, Phase.FAILED)
+        retry_hook = world.registry.get("agent").retry_hook
+        with world.sessions() as session:  # what `POST /api/work-items/{id}/retry` does
+            task = session.get(AgentWorkItem, failed.id)
+            retry_hook(session, task)
+            enqueue.mark_actionable(session, failed.id, "agent", reactivate=True)
+            session.commit()
+        world.manager.notify(failed.id)
+        done = world.wait_task(note, Phase.COMPLETED)
+        assert done.state == "replied"
+        [reply] = world.bot_notes(note)  # the same note, now the answer
+        assert "Done." in reply
+
+
+def test_changes_to_the_projects_own_ci_file_are_refused(sessions, simulator, conninfo):
+    simulator.configure_project(PROJECT, ci_config_path="ci/pipeline.yml")
+    with agent_world(sessions, simulator, conninfo) as world:
+        ci = {
+            **CHANGES,
+            "file_actions": [
+                {"action": "create", "file_path": "ci/pipeline.yml", "content": "evil: 1\n"}
+            ],
+        }
+        world.agent.answer(Scripted(body={"reply": "Changed the pipeline.", "changes": ci}))
+        note = world.comment(f"{TRIGGER} change the pipeline")
+        task = world.wait_task(note, Phase.COMPLETED)
+        assert task.mr_item_id is None
+        assert "ci/pipeline.yml" in (task.changes_refused or "") or "CI" in task.changes_refused

@@ -175,8 +175,10 @@ def branch_entity(state: SimulatorState, project: Project, name: str) -> dict[st
         "merged": repo.is_merged_into(name, project.default_branch),
         "protected": protected,
         "default": name == project.default_branch,
-        "developers_can_push": not protected,
-        "developers_can_merge": not protected,
+        # As GitLab (15-17) answers: false for an unprotected branch too (any Developer
+        # may push and merge there); a protected branch here lets Maintainers only.
+        "developers_can_push": False,
+        "developers_can_merge": False,
         "can_push": not protected,
         "web_url": f"{project_url(state, project)}/-/tree/{name}",
         "commit": commit_entity(state, project, repo.commits[repo.branches[name]]),

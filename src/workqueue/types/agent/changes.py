@@ -101,6 +101,13 @@ def submit_changes(
         raise ChangesRefused(
             f"{'.'.join(str(part) for part in problem['loc'])}: {problem['msg']}"
         ) from None
+    # The rules that need the project's own settings (its CI configuration file), as a
+    # submission through the API meets them.
+    check = registration.project_submission_check
+    if check is not None and (errors := check(item.project, submission)):
+        first = errors[0]
+        where = ".".join(str(part) for part in first.get("loc", ()))
+        raise ChangesRefused(f"{where}: {first.get('msg', 'refused')}")
     try:
         return submit_mr(
             session, submission, submitter=submitter, config=config, project_path=item.project

@@ -21,13 +21,23 @@ import logging
 from datetime import timedelta
 from typing import cast
 
+from sqlalchemy.orm import Session
+
 from workqueue.gitlab.client import GitLabClient
-from workqueue.queue import DimensionStatus, ExecutionContext, Phase, TypeRegistry
+from workqueue.queue import (
+    DimensionStatus,
+    DimensionUpdate,
+    ExecutionContext,
+    Phase,
+    TypeRegistry,
+    enqueue,
+)
 from workqueue.types.agent import replies, repository
 from workqueue.types.agent.agent_call import AgentClient, AgentRefused, AgentUnavailable, task_body
 from workqueue.types.agent.changes import ChangesRefused, submit_changes
 from workqueue.types.agent.config import DEVELOPER, MAINTAINER, AgentTypeConfig
 from workqueue.types.agent.models import AgentDimension, AgentState, AgentWorkItem
+from workqueue.types.mr.validation.content_rules import redact_secrets
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +93,8 @@ class AgentExecutors:
             self._give_up(context, item, str(error))
             return
         context.audit("agent_answered", calls=item.agent_calls, changes=answer.changes is not None)
-        item.reply = answer.reply
+        # Kept redacted: readers of the project see it in the task's details.
+        item.reply = redact_secrets(answer.reply)
         item.changes = answer.changes.model_dump() if answer.changes is not None else None
         context.set_dimension(AgentDimension.NEEDS_AGENT, DimensionStatus.FALSE)
         context.set_dimension(
@@ -160,6 +171,24 @@ class AgentExecutors:
             mr_line = f"Changes: [merge request item]({url})" if url else "Changes: submitted."
         return replies.reply_text(item.id, item.reply or "", item.project, mr_line=mr_line)
 
+    # -- retry and failure ------------------------------------------------------------
+
+    def retry(self, session: Session, item: AgentWorkItem) -> None:
+        """Retry hook (`POST …/retry`): ask the agent again from the start; the answer
+        replaces the old one in the same note. A rate-limited task becomes a task. No
+        GitLab call here: the steps make them."""
+        item.state = AgentState.QUEUED if item.reply_note_id is None else AgentState.CALLING
+        item.agent_calls = 0
+        item.reason = None
+        item.reply = None
+        item.changes = None
+        item.changes_refused = None
+        session.flush()
+        for dimension in AgentDimension:
+            enqueue.upsert_dimension(
+                session, item.id, DimensionUpdate(dimension, DimensionStatus.TRUE)
+            )
+
     # -- when the engine gives up ------------------------------------------------------
 
     def failed(self, _session: object, item: AgentWorkItem, message: str) -> None:
@@ -187,7 +216,10 @@ class AgentExecutors:
         branch = self._gitlab.branch(item.project_id, name) if name else None
         if branch is None:
             return MAINTAINER
-        return DEVELOPER if branch.developers_can_merge else MAINTAINER
+        # Unprotected: any Developer may merge. Protected: as its rule says (a rule that
+        # names people, or no one, counts as Maintainers: the service cannot tell).
+        may = not branch.protected or branch.developers_can_merge
+        return DEVELOPER if may else MAINTAINER
 
     def _own_note(self, item: AgentWorkItem) -> int | None:
         """The service's note carrying this task's marker in the thread, if one exists."""

@@ -46,6 +46,7 @@ def install_agent(
     registration.add_executor(POST_REPLY, executors.post_reply)
     registration.add_creator(NOTE_EVENT, note_creator(config, gitlab, AccessLevels(gitlab)))
     registration.set_failure_hook(executors.failed)
+    registration.set_retry_hook(executors.retry)
     registration.set_project_path_resolver(
         lambda project: gitlab.project(project).path_with_namespace
     )
