@@ -235,3 +235,16 @@ def test_cancel_and_retry_of_a_type_this_replica_does_not_handle(database_url, s
         assert (cancelled.status_code, cancelled.json()["phase"]) == (200, "cancelled")
         retried = other.post(f"/api/work-items/{item_id}/retry")
         assert (retried.status_code, retried.json()["phase"]) == (200, "active")
+
+
+def test_items_are_found_by_the_start_of_their_id(client):
+    ids = [submit(client, source_branch=f"workqueue/p{n}").json()["id"] for n in range(3)]
+    for item_id in ids:
+        for prefix in (item_id[:8], item_id[:13], item_id[:13].replace("-", ""), item_id.upper()):
+            found = client.get("/api/work-items", params={"id_prefix": prefix})
+            assert found.status_code == 200, found.text
+            assert [item["id"] for item in found.json()["items"]] == [item_id], prefix
+    for bad in ("abc", "zzzz", "7d95--8e", "0" * 33):
+        refused = client.get("/api/work-items", params={"id_prefix": bad})
+        assert refused.status_code == 422, bad
+        assert "id_prefix" in str(refused.json()["detail"][0]["loc"])

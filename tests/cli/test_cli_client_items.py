@@ -142,3 +142,19 @@ def test_status_says_why_the_mr_is_not_merged(service):
     assert "merge blocker" in result.stdout
     assert "pipeline_missing: no pipeline has run on the MR head" in result.stdout
     assert "since" in result.stdout
+
+
+def test_an_id_prefix_is_enough_and_resolved_by_the_service(service):
+    item = api_submit(service, package="prefix")
+    short = item["id"][:8]  # as `status` shows ids
+    result = run_cli("status", "--id", short, url=service.url)
+    assert result.returncode == 0, result.stderr
+    assert item["id"] in result.stdout
+    history = run_cli("history", "--id", short, url=service.url)
+    assert history.returncode == 0, history.stderr
+    missing = run_cli("status", "--id", "ffffffff-f", url=service.url)
+    assert missing.returncode == 2
+    assert "no item you may read has an id starting with ffffffff-f" in missing.stderr
+    bad = run_cli("status", "--id", "xyz", url=service.url)
+    assert bad.returncode == 2
+    assert "not a work item id" in bad.stderr

@@ -174,3 +174,36 @@ def test_status_shows_each_check_per_variant_with_its_link():
     # The post_merge row names the commit; its checks are only in the table.
     assert f"merge_commit_sha={'c' * 40}" in text
     assert "'status'" not in text
+
+
+class _Listing:
+    def __init__(self, items, next_cursor=None):
+        self.page = {"items": items, "next_cursor": next_cursor}
+        self.asked = []
+
+    def get(self, path, params=None):
+        self.asked.append((path, params))
+        return self.page
+
+
+def test_an_ambiguous_id_prefix_lists_the_candidates():
+    from workqueue.cli.client import resolve_id  # noqa: PLC0415 - the function under test
+
+    full = "7d958e0a-d030-4e53-8322-8b53e5581b07"
+    assert resolve_id(_Listing([]), full) == full  # a whole id asks nothing
+    one = _Listing([{"id": full}])
+    assert resolve_id(one, "7D958E0A") == full
+    assert one.asked == [("/api/work-items", {"id_prefix": "7D958E0A", "limit": 10})]
+    two = _Listing(
+        [
+            {"id": full, "item_type": "mr", "phase": "active"},
+            {"id": "7d958e0a-0000-4000-8000-000000000000", "item_type": "trunk", "phase": "failed"},
+        ],
+        next_cursor="c",
+    )
+    with pytest.raises(UsageError) as raised:
+        resolve_id(two, "7d958e0a")
+    message = str(raised.value)
+    assert "several items (and more)" in message
+    assert full in message
+    assert "7d958e0a-0000-4000-8000-000000000000  trunk  failed" in message

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -70,7 +71,39 @@ UrlOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the service's JSON answer.")]
-IdOption = Annotated[uuid.UUID, typer.Option("--id", help="Work item id.")]
+IdOption = Annotated[
+    str,
+    typer.Option(
+        "--id", help="Work item id, or its first characters (at least 4: as status shows them)."
+    ),
+]
+_ID_START = re.compile(r"^(?:[0-9a-fA-F]-?){3}[0-9a-fA-F](?:-?[0-9a-fA-F]){0,28}-?$")
+_CANDIDATES_SHOWN = 10
+
+
+def resolve_id(client: ServiceClient, given: str) -> str:
+    """The full id an item id or the start of one names, as the service resolves it
+    among the items the caller may read; a usage error when none or several match."""
+    text = given.strip()
+    try:
+        return str(uuid.UUID(text))
+    except ValueError:
+        pass
+    if not _ID_START.fullmatch(text):
+        raise UsageError(f"--id {given!r} is not a work item id or the start of one")
+    page = _object(
+        client.get(ITEMS, params={"id_prefix": text, "limit": _CANDIDATES_SHOWN}), "items"
+    )
+    items = [item for item in page.get("items") or [] if isinstance(item, dict)]
+    if not items:
+        raise UsageError(f"no item you may read has an id starting with {text}")
+    if len(items) > 1:
+        shown = "\n".join(
+            f"  {item.get('id')}  {item.get('item_type')}  {item.get('phase')}" for item in items
+        )
+        more = " (and more)" if page.get("next_cursor") else ""
+        raise UsageError(f"{text} starts the ids of several items{more}; give more of it:\n{shown}")
+    return str(items[0]["id"])
 
 
 @contextmanager
@@ -196,7 +229,10 @@ def _origin(planned: list[PlannedAction], location: tuple[str | int, ...]) -> st
 
 def status(
     item_id: Annotated[
-        uuid.UUID | None, typer.Option("--id", help="Show this item (else: list items).")
+        str | None,
+        typer.Option(
+            "--id", help="Show this item (else: list items); its first characters suffice."
+        ),
     ] = None,
     phase: Annotated[PhaseChoice | None, typer.Option(help="List: only this phase.")] = None,
     item_type: Annotated[
@@ -229,7 +265,7 @@ def status(
         elif phase or item_type or mr_filters or cursor or wide:
             raise UsageError("--id shows one item: it takes no list filters")
         else:
-            item = _object(client.get(f"{ITEMS}/{item_id}"), "the item")
+            item = _object(client.get(f"{ITEMS}/{resolve_id(client, item_id)}"), "the item")
             if json_output:
                 _print_json(item)
             else:
@@ -295,7 +331,7 @@ def _collect(
 def retry(id_: IdOption, url: UrlOption = None, json_output: JsonOption = False) -> None:
     """Reactivate a failed or cancelled item."""
     with _service(url) as client:
-        item = _object(client.post(f"{ITEMS}/{id_}/retry"), "retry")
+        item = _object(client.post(f"{ITEMS}/{resolve_id(client, id_)}/retry"), "retry")
         if json_output:
             _print_json(item)
         else:
@@ -312,7 +348,8 @@ def cancel(
 ) -> None:
     """Cancel an active or failed item (its MR stays open unless --close-mr)."""
     with _service(url) as client:
-        item = _object(client.post(f"{ITEMS}/{id_}/cancel", {"close_mr": close_mr}), "cancel")
+        full = resolve_id(client, id_)
+        item = _object(client.post(f"{ITEMS}/{full}/cancel", {"close_mr": close_mr}), "cancel")
         if json_output:
             _print_json(item)
         else:
@@ -329,9 +366,10 @@ def watch(
     """Follow an item until it ends: exit 0 when completed, 1 when failed or cancelled."""
     with _service(url) as client:
         console = Console(highlight=False)
+        id_ = resolve_id(client, id_)
         try:
             item = (_watch_live if console.is_terminal else _watch_log)(
-                client, id_, interval, console
+                client, uuid.UUID(id_), interval, console
             )
         except KeyboardInterrupt:
             typer.echo("interrupted", err=True)

@@ -24,6 +24,7 @@ from workqueue.cli.client import (
     _collect,
     _print_json,
     _service,
+    resolve_id,
 )
 from workqueue.cli.client_render import _time
 
@@ -40,7 +41,8 @@ def history(
 ) -> None:
     """Show what happened to an item, oldest first (kept for audit.retention_days)."""
     with _service(url) as client:
-        entries, next_cursor = _collect(client, f"{ITEMS}/{id_}/history", {}, limit, None)
+        full = resolve_id(client, id_)
+        entries, next_cursor = _collect(client, f"{ITEMS}/{full}/history", {}, limit, None)
     if json_output:
         _print_json({"items": entries, "next_cursor": next_cursor})
         return
