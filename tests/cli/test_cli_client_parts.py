@@ -207,3 +207,14 @@ def test_an_ambiguous_id_prefix_lists_the_candidates():
     assert "several items (and more)" in message
     assert full in message
     assert "7d958e0a-0000-4000-8000-000000000000  trunk  failed" in message
+
+
+def test_status_says_true_and_false_as_the_json_does():
+    item = {"id": "x", "phase": "active", "actionable": True, "details": {"auto_merge": False}}
+    console = Console(width=100, record=True)
+    console.print(item_view(item))
+    text = console.export_text()
+    assert "True" not in text
+    assert "False" not in text
+    assert "true" in text
+    assert "false" in text

@@ -66,7 +66,8 @@ UrlOption = Annotated[
     typer.Option(
         "--url",
         envvar=URL_VARIABLE,
-        help=f"Base URL of the service (default: {DEFAULT_SERVICE_URL}).",
+        help=f"Base URL of the service (default: {DEFAULT_SERVICE_URL}). The token is read "
+        "from WORKQUEUE_SERVICE_TOKEN.",
         show_envvar=True,
     ),
 ]

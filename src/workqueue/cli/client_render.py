@@ -133,9 +133,18 @@ def progress_line(item: Mapping[str, Any]) -> str:
     return " ".join(parts)
 
 
+def _json_text(value: object) -> str:
+    """A value as the service's JSON says it (`true`, not Python's `True`)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
 def _value(key: str, value: object) -> Text:
     if value is None:
         return Text("")
+    if isinstance(value, bool):
+        return Text(_json_text(value))
     if key in TIME_KEYS and isinstance(value, str):
         return Text(_time(value))
     return Text(str(value))
@@ -157,8 +166,8 @@ def _detail(key: str, value: object) -> Text:
     if key == "file_actions" and isinstance(value, list):
         return Text("\n".join(_file_action(action) for action in value))
     if isinstance(value, list):
-        return Text(", ".join(str(entry) for entry in value))
-    text = str(value)
+        return Text(", ".join(_json_text(entry) for entry in value))
+    text = _json_text(value)
     first_line, _, rest = text.partition("\n")
     return Text(first_line + (" …" if rest.strip() else ""))
 

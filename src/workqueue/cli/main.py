@@ -30,7 +30,10 @@ class LogLevel(enum.StrEnum):
 
 app = typer.Typer(
     name="workqueue-service",
-    help="Durable work queue between automated callers and GitLab.",
+    help="Durable work queue between automated callers and GitLab.\n\n"
+    "The client commands (submit, status, history, retry, cancel, watch, trunk) send "
+    "the token in WORKQUEUE_SERVICE_TOKEN, and talk to WORKQUEUE_SERVICE_URL "
+    "(or --url).",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
