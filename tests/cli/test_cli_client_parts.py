@@ -218,3 +218,12 @@ def test_status_says_true_and_false_as_the_json_does():
     assert "False" not in text
     assert "true" in text
     assert "false" in text
+
+
+def test_watch_says_when_an_item_waits_for_a_person():
+    from workqueue.cli.client import waiting_for_a_person  # noqa: PLC0415
+
+    held = {"phase": "active", "details": {"merge_blocker": {"code": "auto_merge_disabled"}}}
+    assert "waits for a person" in waiting_for_a_person(held)
+    assert waiting_for_a_person({**held, "phase": "completed"}) is None
+    assert waiting_for_a_person({"phase": "active", "details": {}}) is None

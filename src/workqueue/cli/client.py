@@ -395,6 +395,18 @@ def _poll(client: ServiceClient, item_id: uuid.UUID, interval: float) -> Iterato
         time.sleep(interval)
 
 
+def waiting_for_a_person(item: dict[str, Any]) -> str | None:
+    """A line saying the item will not end by itself soon: the service never merges an
+    `auto_merge: false` item, a person does (or cancels it)."""
+    blocker = (item.get("details") or {}).get("merge_blocker") or {}
+    if item.get("phase") == "active" and blocker.get("code") == "auto_merge_disabled":
+        return (
+            "this item waits for a person: auto_merge is off, so the service never merges "
+            "it; it ends when someone merges or closes its MR"
+        )
+    return None
+
+
 def _watch_live(
     client: ServiceClient, item_id: uuid.UUID, interval: float, console: Console
 ) -> dict[str, Any]:
@@ -404,6 +416,8 @@ def _watch_live(
             footer = None
             if item.get("phase") not in ENDED_PHASES:
                 footer = f"watching: last look {_clock()}, every {interval:g}s (Ctrl-C stops)"
+                if (waiting := waiting_for_a_person(item)) is not None:
+                    footer = f"{waiting}\n{footer}"
             live.update(item_view(item, footer), refresh=True)
     return item
 
@@ -414,11 +428,16 @@ def _watch_log(
     """Without a terminal (CI logs, pipes): one line per change, then the final table."""
     item: dict[str, Any] = {}
     previous = None
+    said_waiting = False
     for item in _poll(client, item_id, interval):
         line = progress_line(item)
         if line != previous:
             typer.echo(f"{_clock()} {line}")
             previous = line
+        waiting = waiting_for_a_person(item)
+        if waiting is not None and not said_waiting:
+            typer.echo(f"{_clock()} {waiting}")
+            said_waiting = True
     console.print(item_view(item))
     return item
 
