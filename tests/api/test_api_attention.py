@@ -58,7 +58,15 @@ def test_queues_items_add_remove_and_statuses(scoped, sessions, issuer, key):
     answer = scoped.get("/api/queues", headers=admin)
     assert answer.status_code == 200
     names = [queue["name"] for queue in answer.json()["items"]]
-    assert names == ["needs-human", "needs-review", "conflicts", "red-checks", "red-trunk"]
+    assert names == [
+        "needs-human",
+        "needs-review",
+        "conflicts",
+        "held",
+        "red-ci",
+        "red-checks",
+        "red-trunk",
+    ]
     assert answer.json()["next_cursor"] is None
 
     add = scoped.post(

@@ -152,3 +152,12 @@ def test_an_agent_tasks_thread_and_the_item_it_made_are_links():
     assert "note_url" not in dict(views.detail_rows(item))
     assert views.thread_link(body(note_url="javascript:alert(1)")) is None
     assert views.related_items(body(mr_item_id="not-an-id")) == []
+
+
+def test_a_hold_reads_apart_from_a_failure():
+    assert views.problem_kind(body(merge_blocker={"code": "auto_merge_disabled"})) == "hold"
+    assert views.problem_kind(body(merge_blocker={"code": "draft"})) == "hold"
+    assert views.problem_kind(body(merge_blocker={"code": "pipeline_failed"})) == "waiting"
+    failed = body().model_copy(update={"phase": "failed", "error": "GitLab refused"})
+    assert views.problem_kind(failed) == "failure"
+    assert views.problem_kind(body()) == ""

@@ -106,6 +106,26 @@ def default_queues() -> list[QueueRule]:
             },
         ),
         QueueRule(
+            name="held",
+            description="Merge requests a person holds on purpose: auto-merge off, or a draft",
+            match={
+                "item_type": ["mr"],
+                "phase": ["active"],
+                "details.merge_blocker.code": ["auto_merge_disabled", "draft"],
+            },
+            prune=True,
+        ),
+        QueueRule(
+            name="red-ci",
+            description="Merge requests whose pipeline failed and that no CI retry rule took",
+            match={
+                "item_type": ["mr"],
+                "phase": ["active"],
+                "details.merge_blocker.code": ["pipeline_failed"],
+            },
+            prune=True,
+        ),
+        QueueRule(
             name="red-checks",
             description="Merged MRs an external check failed after the merge (red, or "
             "no green result in time)",

@@ -132,6 +132,10 @@ def _reference(details: Mapping[str, Any], *, wide: bool) -> str:
     return ""
 
 
+# Blockers a person chose: the service waits on purpose (as the dashboard tells them apart).
+HOLD_CODES = frozenset({"auto_merge_disabled", "draft"})
+
+
 def _note(item: Mapping[str, Any], details: Mapping[str, Any], *, wide: bool) -> Text:
     """Why it is where it is: the error, else what blocks the merge, else how it ended."""
     error = item.get("error")
@@ -143,7 +147,8 @@ def _note(item: Mapping[str, Any], details: Mapping[str, Any], *, wide: bool) ->
         text = str(blocker["code"])
         if wide and blocker.get("message"):
             text += f": {blocker['message']}"
-        return Text(text, style="yellow")
+        # A hold a person chose reads apart from a blocker nobody chose, and from a failure.
+        return Text(text, style="dim" if blocker["code"] in HOLD_CODES else "yellow")
     if details.get("completion_reason"):
         return Text(str(details["completion_reason"]), style="dim")
     if details.get("noteable_type") and details.get("state"):  # an agent task

@@ -128,6 +128,21 @@ def problem(item: WorkItemBody) -> str:
     return text(found.get("message") or found.get("code"))
 
 
+# Blockers a person chose (the service waits on purpose), told apart from failures.
+HOLD_CODES = frozenset({"auto_merge_disabled", "draft"})
+
+
+def problem_kind(item: WorkItemBody) -> str:
+    """`failure` (the item failed), `hold` (a person holds it on purpose), `waiting` (a
+    blocker that is no one's choice), or '' (nothing to say)."""
+    if item.error and item.phase == "failed":
+        return "failure"
+    found = blocker(item)
+    if found is None or item.phase != "active":
+        return ""
+    return "hold" if found.get("code") in HOLD_CODES else "waiting"
+
+
 def web_url(value: Any) -> str | None:
     """An http(s) URL from the details, or None: no other scheme becomes a link."""
     if not isinstance(value, str):

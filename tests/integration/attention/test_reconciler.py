@@ -518,3 +518,29 @@ def test_signals_for_long_project_paths_and_many_items_fit_notify_and_lose_nothi
         "pacme/short": {short_item.hex},
         f"p{long_scope}": {item.hex for item in long_items},
     }
+
+
+def test_holds_and_red_pipelines_have_their_default_queues(sessions):
+    with sessions() as session:
+        parked = create_mr(session, "team/a", blocker="auto_merge_disabled")
+        drafted = create_mr(session, "team/a", blocker="draft")
+        red = create_mr(session, "team/a", blocker="pipeline_failed")
+        waiting = create_mr(session, "team/a", blocker="pipeline_running")
+        session.commit()
+    clock = FakeClock()
+    attention = reconciler(sessions, clock=clock)
+    attention.apply_rules()
+    drain(attention, clock)
+    assert members(sessions, "held") == {parked, drafted}
+    assert members(sessions, "red-ci") == {red}
+    assert waiting not in members(sessions, "held") | members(sessions, "red-ci")
+    # A person lifts the hold, CI is retried: both leave (the queues are pruned).
+    with sessions() as session:
+        set_blocker(session, parked, None)
+        set_blocker(session, red, "pipeline_running")
+        session.commit()
+    attention.item_changed(parked, "team/a")
+    attention.item_changed(red, "team/a")
+    drain(attention, clock)
+    assert members(sessions, "held") == {drafted}
+    assert members(sessions, "red-ci") == set()
