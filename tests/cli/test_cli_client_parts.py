@@ -227,3 +227,19 @@ def test_watch_says_when_an_item_waits_for_a_person():
     assert "waits for a person" in waiting_for_a_person(held)
     assert waiting_for_a_person({**held, "phase": "completed"}) is None
     assert waiting_for_a_person({"phase": "active", "details": {}}) is None
+
+
+@pytest.mark.parametrize("command", ["submit", "status", "retry", "cancel", "watch", "history"])
+def test_client_help_fits_80_columns_and_names_the_token_variable(command, monkeypatch):
+    from typer.testing import CliRunner  # noqa: PLC0415
+
+    from workqueue.cli.main import app  # noqa: PLC0415
+
+    monkeypatch.setenv("COLUMNS", "80")
+    result = CliRunner().invoke(app, [command, "--help"], terminal_width=80)
+    assert result.exit_code == 0, result.output
+    assert "WORKQUEUE_SERVICE_TOKEN" in result.output
+    assert "<str>" not in result.output
+    assert "<list[str]>" not in result.output
+    assert "…" not in result.output  # nothing cut off
+    assert max(len(line) for line in result.output.splitlines()) <= 80

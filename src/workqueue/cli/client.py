@@ -66,16 +66,19 @@ UrlOption = Annotated[
     typer.Option(
         "--url",
         envvar=URL_VARIABLE,
-        help=f"Base URL of the service (default: {DEFAULT_SERVICE_URL}). The token is read "
-        "from WORKQUEUE_SERVICE_TOKEN.",
-        show_envvar=True,
+        metavar="URL",
+        # Words, not the URL: a long word is cut off in an 80-column help.
+        help="Service URL (default: a local serve, port 8080).",
+        show_envvar=False,
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the service's JSON answer.")]
 IdOption = Annotated[
     str,
     typer.Option(
-        "--id", help="Work item id, or its first characters (at least 4: as status shows them)."
+        "--id",
+        metavar="ID",
+        help="Work item id, or its first characters (at least 4: as status shows them).",
     ),
 ]
 _ID_START = re.compile(r"^(?:[0-9a-fA-F]-?){3}[0-9a-fA-F](?:-?[0-9a-fA-F]){0,28}-?$")
@@ -132,18 +135,24 @@ def _object(body: Any, what: str) -> dict[str, Any]:
 
 
 def submit(
-    project: Annotated[str, typer.Option(help="Project path or numeric id, as a string.")],
-    source_branch: Annotated[str, typer.Option(help="Branch the commit goes to.")],
-    title: Annotated[str, typer.Option(help="MR title.")],
-    commit_message: Annotated[str, typer.Option(help="Message of the commit.")],
+    project: Annotated[str, typer.Option(metavar="PATH", help="Project path, or numeric id.")],
+    source_branch: Annotated[
+        str, typer.Option(metavar="BRANCH", help="Branch the commit goes to.")
+    ],
+    title: Annotated[str, typer.Option(metavar="TEXT", help="MR title.")],
+    commit_message: Annotated[str, typer.Option(metavar="TEXT", help="Message of the commit.")],
     target_branch: Annotated[
-        str | None, typer.Option(help="Target branch (default: the project's default branch).")
+        str | None, typer.Option(metavar="BRANCH", help="Target branch (default: the project's).")
     ] = None,
-    description: Annotated[str | None, typer.Option(help="MR description.")] = None,
-    package: Annotated[str | None, typer.Option(help="Free-form label for filtering.")] = None,
-    change_kind: Annotated[str | None, typer.Option(help="Free-form label for filtering.")] = None,
+    description: Annotated[str | None, typer.Option(metavar="TEXT", help="MR description.")] = None,
+    package: Annotated[
+        str | None, typer.Option(metavar="NAME", help="Free label, for filtering.")
+    ] = None,
+    change_kind: Annotated[
+        str | None, typer.Option(metavar="NAME", help="Free label, for filtering.")
+    ] = None,
     label: Annotated[
-        list[str] | None, typer.Option("--label", help="GitLab label of the MR (repeatable).")
+        list[str] | None, typer.Option("--label", metavar="LABEL", help="MR label (repeatable).")
     ] = None,
     auto_merge: Annotated[
         bool, typer.Option("--auto-merge/--no-auto-merge", help="Merge once the pipeline passes.")
@@ -232,23 +241,30 @@ def status(
     item_id: Annotated[
         str | None,
         typer.Option(
-            "--id", help="Show this item (else: list items); its first characters suffice."
+            "--id",
+            metavar="ID",
+            help="Show this item (else: list items); its first characters suffice.",
         ),
     ] = None,
     phase: Annotated[PhaseChoice | None, typer.Option(help="List: only this phase.")] = None,
     item_type: Annotated[
-        str | None, typer.Option("--type", help="List: only this item type.")
+        str | None, typer.Option("--type", metavar="TYPE", help="List: only this item type.")
     ] = None,
-    project: Annotated[str | None, typer.Option(help="List mr items of this project.")] = None,
-    package: Annotated[str | None, typer.Option(help="List mr items of this package.")] = None,
+    project: Annotated[
+        str | None, typer.Option(metavar="PATH", help="List mr items of this project.")
+    ] = None,
+    package: Annotated[
+        str | None, typer.Option(metavar="NAME", help="List mr items of this package.")
+    ] = None,
     source_branch: Annotated[
-        str | None, typer.Option(help="List mr items of this source branch.")
+        str | None, typer.Option(metavar="BRANCH", help="List mr items of this source branch.")
     ] = None,
     limit: Annotated[
         int, typer.Option(min=1, max=MAX_LIST_LIMIT, help="List: at most this many items.")
     ] = 50,
     cursor: Annotated[
-        str | None, typer.Option(help="List: continue after a previous next_cursor.")
+        str | None,
+        typer.Option(metavar="CURSOR", help="List: continue after a previous next_cursor."),
     ] = None,
     wide: Annotated[
         bool, typer.Option("--wide", help="List: full ids, values and blocker messages.")
@@ -446,6 +462,13 @@ def _clock() -> str:
     return datetime.now(UTC).astimezone().strftime("%H:%M:%S")
 
 
+# Said under every client command's options: where the credential comes from.
+CREDENTIALS_EPILOG = (
+    "The token is read from WORKQUEUE_SERVICE_TOKEN (never from a flag); the URL from "
+    f"--url, else WORKQUEUE_SERVICE_URL, else {DEFAULT_SERVICE_URL}."
+)
+
+
 def register_client_commands(app: typer.Typer) -> None:
     for command in (submit, status, retry, cancel, watch):
-        app.command(rich_help_panel=PANEL)(command)
+        app.command(rich_help_panel=PANEL, epilog=CREDENTIALS_EPILOG)(command)

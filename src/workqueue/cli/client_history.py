@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from workqueue.cli.client import (
+    CREDENTIALS_EPILOG,
     ITEMS,
     MAX_LIST_LIMIT,
     PANEL,
@@ -116,4 +117,4 @@ def _word(value: object) -> str:
 
 
 def register_history_command(app: typer.Typer) -> None:
-    app.command(rich_help_panel=PANEL)(history)
+    app.command(rich_help_panel=PANEL, epilog=CREDENTIALS_EPILOG)(history)
