@@ -51,7 +51,14 @@ from workqueue.queue.holding_limits import (
     identity_owner,
 )
 from workqueue.queue.intake.deliveries import store_for_later
-from workqueue.queue.models import Base, DimensionStatus, Phase, WorkItem, WorkItemStatus
+from workqueue.queue.models import (
+    Base,
+    DimensionStatus,
+    Phase,
+    WorkItem,
+    WorkItemStatus,
+    enum_by_value,
+)
 from workqueue.queue.outbox.emit import emit
 from workqueue.queue.read_repository import (
     MAX_PAGE_SIZE,
@@ -108,6 +115,7 @@ __all__ = [
     "driver_connection",
     "emit",
     "enqueue",
+    "enum_by_value",
     "identity_owner",
     "list_items",
     "list_rows",

@@ -48,9 +48,10 @@ class DimensionStatus(enum.StrEnum):
     FALSE = "false"  # handled; nothing to do until something sets it again
 
 
-def _enum_by_value(enum_class: type[enum.StrEnum], name: str) -> sa.Enum:
+def enum_by_value(enum_class: type[enum.StrEnum], name: str) -> sa.Enum:
     # Stored as the member's value in a VARCHAR with a CHECK constraint: values
-    # read well in SQL and adding a member needs no ALTER TYPE.
+    # read well in SQL and adding a member needs no ALTER TYPE. Types store their
+    # own enums the same way.
     return sa.Enum(
         enum_class,
         name=name,
@@ -76,7 +77,7 @@ class WorkItem(Base):
     )
     item_type: Mapped[str] = mapped_column(sa.String(64), nullable=False)
     phase: Mapped[Phase] = mapped_column(
-        _enum_by_value(Phase, "phase"), nullable=False, server_default=Phase.ACTIVE.value
+        enum_by_value(Phase, "phase"), nullable=False, server_default=Phase.ACTIVE.value
     )
     # The persisted wake-up signal (DDR-49): true from the moment work is
     # enqueued until the processing loop finds nothing left to do.
@@ -235,7 +236,7 @@ class WorkItemStatus(Base):
     dimension: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
     variant: Mapped[str] = mapped_column(sa.String(255), primary_key=True, server_default="")
     status: Mapped[DimensionStatus] = mapped_column(
-        _enum_by_value(DimensionStatus, "dimension_status"), nullable=False
+        enum_by_value(DimensionStatus, "dimension_status"), nullable=False
     )
     # While in the future the dimension reads as "false"; once due it reads as
     # its status again and the item is woken (DDR-48).

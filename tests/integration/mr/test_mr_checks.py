@@ -87,6 +87,16 @@ def queues_of(world, item_id) -> set[str]:
         return {name for (name,) in rows}
 
 
+def retry(world, item_id) -> None:
+    """What `POST /api/work-items/{id}/retry` does: the type's hook, then reactivation."""
+    retry_hook = world.registry.get("mr").retry_hook
+    with world.sessions() as session:
+        retry_hook(session, session.get(WorkItem, item_id))
+        enqueue.mark_actionable(session, item_id, "mr", reactivate=True)
+        session.commit()
+    world.manager.notify(item_id)
+
+
 def merge(world):
     """Open the MR, turn its pipeline green and wait until GitLab has merged it."""
     item_id, iid = world.open_mr()
@@ -204,13 +214,7 @@ def test_retry_after_a_red_check_waits_again_without_touching_gitlab(sessions):
         world.wait_phase(item_id, Phase.FAILED)
         writes = [r for r in simulator.app.log.records() if r.method != "GET"]
 
-        retry_hook = world.registry.get("mr").retry_hook
-        with world.sessions() as session:  # what `POST /api/work-items/{id}/retry` does
-            item = session.get(WorkItem, item_id)
-            retry_hook(session, item)
-            enqueue.mark_actionable(session, item_id, "mr", reactivate=True)
-            session.commit()
-        world.manager.notify(item_id)
+        retry(world, item_id)
         world.wait_settled()
         # The red result is from before the retry: it waits for a new run.
         assert world.item(item_id).phase == Phase.ACTIVE
@@ -276,13 +280,7 @@ def test_retry_with_any_variant_waits_for_the_red_one_again(sessions):
         report(world, merge_sha, "worker", "success")
         report(world, merge_sha, "api", "failed")
         world.wait_phase(item_id, Phase.FAILED)
-        retry_hook = world.registry.get("mr").retry_hook
-        with world.sessions() as session:
-            item = session.get(WorkItem, item_id)
-            retry_hook(session, item)
-            enqueue.mark_actionable(session, item_id, "mr", reactivate=True)
-            session.commit()
-        world.manager.notify(item_id)
+        retry(world, item_id)
         time.sleep(2)  # past the new settle window
         world.wait_settled()
         assert world.item(item_id).phase == Phase.ACTIVE
@@ -298,13 +296,7 @@ def test_a_red_result_after_the_retry_counts_whatever_the_reporters_clock(sessio
         merge_sha = world.detail(item_id).merge_commit_sha
         report(world, merge_sha, "api", "failed", at=datetime.now(UTC) - timedelta(minutes=30))
         world.wait_phase(item_id, Phase.FAILED)
-        retry_hook = world.registry.get("mr").retry_hook
-        with world.sessions() as session:
-            item = session.get(WorkItem, item_id)
-            retry_hook(session, item)
-            enqueue.mark_actionable(session, item_id, "mr", reactivate=True)
-            session.commit()
-        world.manager.notify(item_id)
+        retry(world, item_id)
         world.wait_settled()
         assert world.item(item_id).phase == Phase.ACTIVE
         # A new run, reported with a clock 10 minutes late (still newer than the first).

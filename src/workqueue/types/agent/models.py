@@ -15,22 +15,9 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from workqueue.queue import WorkItem
+from workqueue.queue import WorkItem, enum_by_value
 
 AGENT_ITEM_TYPE = "agent"
-
-
-def _enum_by_value(enum_class: type[enum.StrEnum], name: str) -> sa.Enum:
-    # As the engine stores its enums: the value in a VARCHAR with a CHECK.
-    return sa.Enum(
-        enum_class,
-        name=name,
-        native_enum=False,
-        create_constraint=True,
-        length=32,
-        values_callable=lambda members: [member.value for member in members],
-        validate_strings=True,
-    )
 
 
 class AgentState(enum.StrEnum):
@@ -77,7 +64,7 @@ class AgentWorkItem(WorkItem):
     internal: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, server_default=sa.false())
     session_id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, nullable=False)
     state: Mapped[AgentState] = mapped_column(
-        _enum_by_value(AgentState, "agent_state"),
+        enum_by_value(AgentState, "agent_state"),
         nullable=False,
         server_default=AgentState.QUEUED.value,
     )

@@ -14,22 +14,9 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from workqueue.queue import Base, WorkItem
+from workqueue.queue import Base, WorkItem, enum_by_value
 
 TRUNK_ITEM_TYPE = "trunk"
-
-
-def _enum_by_value(enum_class: type[enum.StrEnum], name: str) -> sa.Enum:
-    # As the engine stores its enums: the value in a VARCHAR with a CHECK.
-    return sa.Enum(
-        enum_class,
-        name=name,
-        native_enum=False,
-        create_constraint=True,
-        length=32,
-        values_callable=lambda members: [member.value for member in members],
-        validate_strings=True,
-    )
 
 
 class TrunkState(enum.StrEnum):
@@ -111,12 +98,12 @@ class TrunkWorkItem(WorkItem):
     sequence: Mapped[int] = mapped_column(sa.BigInteger, nullable=False)
     sha: Mapped[str] = mapped_column(sa.String(40), nullable=False)
     state: Mapped[TrunkState] = mapped_column(
-        _enum_by_value(TrunkState, "trunk_state"),
+        enum_by_value(TrunkState, "trunk_state"),
         nullable=False,
         server_default=TrunkState.ACCEPTED.value,
     )
     build_strategy: Mapped[BuildStrategy | None] = mapped_column(
-        _enum_by_value(BuildStrategy, "build_strategy")
+        enum_by_value(BuildStrategy, "build_strategy")
     )
     base_sha: Mapped[str | None] = mapped_column(sa.String(40))
     admitted_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True))
