@@ -12,7 +12,9 @@ from fake_agent import Scripted
 from harness import wait_until
 from mr_harness import PROJECT, body, submit
 
+from workqueue.db.transactions import run_in_transaction
 from workqueue.queue import enqueue
+from workqueue.queue.intake.deliveries import store_delivery
 from workqueue.queue.models import Phase
 from workqueue.types.agent.models import AgentWorkItem
 from workqueue.types.agent.replies import NEUTRALISED_NOTICE
@@ -305,3 +307,24 @@ def test_changes_to_the_projects_own_ci_file_are_refused(sessions, simulator, co
         task = world.wait_task(note, Phase.COMPLETED)
         assert task.mr_item_id is None
         assert "ci/pipeline.yml" in (task.changes_refused or "") or "CI" in task.changes_refused
+
+
+def test_a_hook_without_the_users_id_is_answered(sessions, simulator, conninfo):
+    """As older GitLab sends it (and the captured gitlab4j and go-scm bodies show)."""
+    with agent_world(sessions, simulator, conninfo) as world:
+        note = world.comment(f"{TRIGGER} old hook", deliver=False)
+        hook = simulator.note_hook(note)
+        del hook["user"]["id"]
+        run_in_transaction(
+            world.sessions,
+            lambda session: store_delivery(
+                session,
+                world.registry,
+                source="gitlab",
+                delivery_key="old-gitlab",
+                event_type="note",
+                body=hook,
+            ),
+        )
+        world.manager.intake.stored_here()
+        assert world.wait_task(note, Phase.COMPLETED).author == DEVELOPER

@@ -88,7 +88,7 @@ def note_creator(config: AgentTypeConfig, gitlab: GitLabClient, access: AccessLe
                 return []
             # A hook is a hint: who wrote what, and where, is read back from GitLab.
             note = confirmed(gitlab, note, config.trigger)
-            if note is None:
+            if note is None or note.author.lower() == bot.lower():
                 return []
             level = access.level(note.project_id, note.author_id)
         except GitLabError as error:

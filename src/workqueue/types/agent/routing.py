@@ -10,7 +10,8 @@ creates nothing:
 * a note on anything but a merge request or an issue (commits, snippets);
 * a note that does not start with the trigger (after leading blanks), as a
   word of its own: `@workqueue-bot fix it`, not `@workqueue-botany`;
-* a note by the service's own user;
+* a note by the service's own user (as the hook names it, and again as GitLab
+  does once the note is read back);
 * a project no `projects` pattern names (exactly, by its full path).
 
 GitLab before 16.x sends no `action` (edits sent no hook then); the note id
@@ -98,15 +99,15 @@ def _read(body: Mapping[str, Any], trigger: str) -> TriggerNote | None:
     ):
         return None
     author, path = user.get("username"), project.get("path_with_namespace")
-    note_id, author_id, project_id = note.get("id"), user.get("id"), project.get("id")
+    # `user.id` is missing from older GitLab's hooks; the note's `author_id` never is.
+    # Both are hints: the creator reads the note's author back from GitLab.
+    note_id, author_id, project_id = note.get("id"), note.get("author_id"), project.get("id")
     iid = _mapping(body.get(noteable)).get("iid")
     consistent = (
         isinstance(author, str)
         and bool(author)
         and isinstance(path, str)
         and all(_is_int(value) for value in (note_id, author_id, project_id, iid))
-        # the hook contradicts itself about who wrote the note
-        and author_id == note.get("author_id", author_id)
     )
     if not consistent:
         return None
